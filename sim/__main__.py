@@ -1,0 +1,75 @@
+"""`python -m sim [scenario=NAME] [KEY=VALUE ...]`: one simulation, its outputs in the run dir.
+
+Hydra composes scenarios/; `hydra.run.dir=DIR` chooses where everything goes; `-m` sweeps.
+User errors (a wrong key, a bad value, a model that does not fit) print one line and exit 2;
+SIM_DEBUG=1 shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from sim.cli import check_overrides, split_argv, to_sim_config
+from sim.errors import UserError
+from sim.paths import SCENARIO_DIR
+
+
+def fail(message: str) -> None:
+    print(f"sim: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_task(cfg: DictConfig) -> dict:
+    from sim.console import ProgressBar, print_summary
+    from sim.outputs import write_json, write_parquet
+    from sim.report import write_report
+    from sim.run import Setup, simulate
+
+    sim_cfg = to_sim_config(cfg)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    Setup.from_config(sim_cfg)  # fail fast on impossible settings
+    with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty()) as bar:
+        result = simulate(sim_cfg, progress=bar.update)
+    write_parquet(out_dir / "requests.parquet", result.requests)
+    write_parquet(out_dir / "steps.parquet", result.steps)
+    if sim_cfg.output.report:
+        write_report(result, out_dir)
+    write_json(out_dir / "summary.json", result.summary)
+    print_summary(result.summary, out_dir)
+    return result.summary
+
+
+@hydra.main(config_path=str(SCENARIO_DIR), config_name="config", version_base="1.3")
+def _hydra_entry(cfg: DictConfig) -> None:
+    try:
+        run_task(cfg)
+    except UserError as exc:
+        if os.environ.get("SIM_DEBUG"):
+            raise
+        fail(str(exc))
+
+
+def main() -> None:
+    overrides, _ = split_argv(sys.argv[1:])
+    informational = {"-h", "--help", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
+    if not informational & set(sys.argv[1:]):
+        from sim.run import Setup
+
+        try:
+            for cfg in check_overrides(overrides):
+                Setup.from_config(cfg)
+        except UserError as exc:
+            if os.environ.get("SIM_DEBUG"):
+                raise
+            fail(str(exc))
+    _hydra_entry()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The command line's guard: every override is checked before Hydra runs anything.
+
+Hydra reports a wrong key as several lines and a hint about HYDRA_FULL_ERROR; users get instead
+one line naming the key and what is allowed, and exit status 2. The same checks run on every
+combination of a multirun sweep, so a bad value fails before the first simulation starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from sim.config import SimConfig
+from sim.errors import UserError
+from sim.paths import SCENARIO_DIR
+
+GROUPS = ("scenario", "workload")
+# Hydra's own flags that take a value (the value is not an override).
+FLAGS_WITH_VALUE = {
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+    "--shell-completion",
+}
+MAX_SWEEP_CHECKS = 512
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """(overrides, is_multirun) from a command line."""
+    overrides, multirun, skip = [], False, False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("-m", "--multirun"):
+            multirun = True
+        elif arg in FLAGS_WITH_VALUE:
+            skip = True
+        elif not arg.startswith("-"):
+            overrides.append(arg)
+    return overrides, multirun
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (SCENARIO_DIR / group).glob("*.yaml"))
+
+
+def compose_config(overrides: Sequence[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def to_sim_config(cfg: DictConfig) -> SimConfig:
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data.pop("hydra", None)
+    return SimConfig.from_mapping(data)
+
+
+def _check_key(base: DictConfig, key: str) -> None:
+    if key.startswith("hydra.") or key in GROUPS:
+        return
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(base, parent) if parent else base
+    if isinstance(node, DictConfig) and leaf in node:
+        return
+    where = parent or "the top level"
+    if not isinstance(node, DictConfig):
+        raise UserError(f"unknown key {key}: {where} has no sub-keys")
+    close = difflib.get_close_matches(leaf, list(node.keys()), n=1)
+    hint = f" (did you mean {parent + '.' if parent else ''}{close[0]}?)" if close else ""
+    raise UserError(
+        f"unknown key {key}{hint}; keys under {where}: {', '.join(str(k) for k in node)}"
+    )
+
+
+def check_overrides(overrides: Sequence[str]) -> list[SimConfig]:
+    """Validate one command line (every sweep combination); return the configs it makes."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(list(overrides))
+    except HydraException as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    combos: list[list[str]] = [[]]
+    for o in parsed:
+        key = o.key_or_group
+        values = (
+            [o.get_value_element_as_str()]
+            if not o.is_sweep_override()
+            else [str(v) for v in o.sweep_string_iterator()]
+        )
+        prefix = o.get_key_element()
+        combos = [[*c, f"{prefix}={v}"] for c in combos for v in values][:MAX_SWEEP_CHECKS]
+        if key in GROUPS:
+            for value in values:
+                if value not in group_options(key):
+                    raise UserError(
+                        f"{key}={value!r} is not a {key}; choose one of: "
+                        f"{', '.join(group_options(key))}"
+                    )
+    configs = []
+    for combo in combos:
+        groups = [c for c in combo if c.split("=", 1)[0] in GROUPS]
+        base = compose_config(groups)
+        for item in combo:
+            if not item.startswith(("+", "~")):
+                _check_key(base, item.split("=", 1)[0])
+        try:
+            cfg = compose_config(combo)
+        except (HydraException, OmegaConfBaseException, ValueError) as exc:
+            raise UserError(str(exc).splitlines()[0]) from None
+        configs.append(to_sim_config(cfg))
+    return configs

@@ -1,0 +1,156 @@
+"""SimConfig: the run's configuration as frozen data, converted once at the edge.
+
+Hydra composes scenarios/ into a plain mapping; `SimConfig.from_mapping` checks every key and
+value against the dataclasses below (type, range, choices) and says exactly what is wrong.
+The core never sees Hydra.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+
+from sim.errors import UserError
+
+WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
+LENGTH_DISTS = ("fixed", "uniform", "lognormal")
+TASKS = ("simulate",)
+
+
+def _opt(default=None, **checks):
+    return field(default=default, metadata=checks)
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    tp: int = _opt(1, min=1)
+    pp: int = _opt(1, min=1, max=1, why="pipeline parallelism is not modelled yet")
+    dp: int = _opt(1, min=1)
+    ep: int = _opt(1, min=1, max=1, why="expert parallelism is not modelled yet")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    kind: str = _opt("poisson", choices=WORKLOAD_KINDS)
+    num_requests: int | None = _opt(1000, min=1)
+    rate: float | None = _opt(10.0, gt=0)  # requests per second
+    burstiness: float | None = _opt(None, gt=0)  # gamma shape (--burstiness); None: 1 or the file's
+    concurrency: int | None = _opt(None, min=1)  # cap on requests in flight (--max-concurrency)
+    input_len: int = _opt(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
+    output_len: int = _opt(256, min=1)
+    length_dist: str = _opt("fixed", choices=LENGTH_DISTS)
+    range_ratio: float = _opt(0.0, min=0, lt=1)  # uniform: len x [1 - r, 1 + r]
+    input_sigma: float = _opt(1.0, gt=0)  # lognormal: sigma of log(length)
+    output_sigma: float = _opt(1.0, gt=0)
+    max_len_factor: float = _opt(16.0, gt=1)  # lognormal draws clipped at factor x mean
+    lengths: str | None = None  # a file to draw (prompt, output) pairs from
+    path: str | None = None  # the trace or bench JSON to replay
+    shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
+    num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
+    turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+
+
+@dataclass(frozen=True, slots=True)
+class OutputConfig:
+    report: bool = True  # report.md with plots
+    progress: bool = True  # a progress bar once a run takes more than a few seconds
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    task: str = _opt("simulate", choices=TASKS)
+    seed: int = _opt(0, min=0)
+    hardware: str = "h100-sxm"
+    model: str = "llama-3.1-8b"
+    engine: str = "vllm"
+    entry_point: str = _opt("server", choices=("server", "offline"))
+    dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp4", "int4"))
+    cost_profile: str = "prior"
+    max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
+    parallel: Parallel = field(default_factory=Parallel)
+    engine_args: Mapping[str, object] = field(default_factory=dict)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping) -> SimConfig:
+        return _build(cls, data, "")
+
+
+def _build(cls, data, prefix: str):
+    if not isinstance(data, Mapping):
+        raise UserError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UserError(
+            f"unknown key {prefix}{unknown[0]}; allowed under {prefix.rstrip('.') or 'the top'}: "
+            f"{', '.join(sorted(known))}"
+        )
+    values = {}
+    for f in fields(cls):
+        key = prefix + f.name
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise UserError(f"missing key {key}")
+            continue
+        value, hint = data[f.name], hints[f.name]
+        if hasattr(hint, "__dataclass_fields__"):
+            values[f.name] = _build(hint, value, key + ".")
+        elif typing.get_origin(hint) is Mapping or hint is Mapping:
+            if not isinstance(value, Mapping):
+                raise UserError(f"{key}: expected a mapping of NAME: value")
+            values[f.name] = dict(value)
+        else:
+            values[f.name] = _check(key, value, hint, f.metadata)
+    return cls(**values)
+
+
+def _check(key: str, value, hint, checks: Mapping):
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None:
+        if type(None) in kinds:
+            return None
+        raise UserError(f"{key}: a value is required")
+    kind = next(k for k in kinds if k is not type(None))
+    value = _coerce(key, value, kind)
+    if "choices" in checks and value not in checks["choices"]:
+        raise UserError(f"{key}={value!r}: choose one of {', '.join(checks['choices'])}")
+    if kind in (int, float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{key}={value!r}: must be a finite number")
+        bounds = (
+            ("min", lambda v, b: v >= b, ">="),
+            ("gt", lambda v, b: v > b, ">"),
+            ("lt", lambda v, b: v < b, "<"),
+            ("max", lambda v, b: v <= b, "<="),
+        )
+        for name, ok, sign in bounds:
+            if name in checks and not ok(value, checks[name]):
+                why = f" ({checks['why']})" if "why" in checks else ""
+                raise UserError(f"{key}={value!r}: must be {sign} {checks[name]}{why}")
+    return value
+
+
+def _coerce(key: str, value, kind):
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise UserError(f"{key}={value!r}: expected true or false")
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise UserError(f"{key}={value!r}: expected an integer")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{key}={value!r}: expected a number")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise UserError(f"{key}={value!r}: expected a string")
+        return value
+    raise TypeError(f"unsupported config type {kind} for {key}")

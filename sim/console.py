@@ -1,0 +1,91 @@
+"""What a run prints: a progress bar on long runs and vllm bench serve's result block."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+SHOW_AFTER_S = 2.0  # runs shorter than this never show a bar
+
+
+class ProgressBar:
+    """Requests ended out of total, appearing only once the run has taken a few seconds."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.progress: Progress | None = None
+        self.task = None
+        self.calls = 0
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def update(self, sim_s: float, ended: int, total: int) -> None:
+        self.calls += 1
+        if not self.enabled or self.calls % 32:
+            return
+        if self.progress is None:
+            if time.monotonic() - self.started < SHOW_AFTER_S:
+                return
+            self.progress = Progress(
+                TextColumn("simulating"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("requests, sim t={task.fields[sim_s]:.1f}s"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.task = self.progress.add_task("run", total=total, sim_s=sim_s)
+            self.progress.start()
+        self.progress.update(self.task, completed=ended, sim_s=sim_s)
+
+
+def print_summary(s: dict, out_dir: Path) -> None:
+    sim = s["sim"]
+    rows = [
+        ("Successful requests:", s["completed"]),
+        ("Rejected requests:", s["failed"]),
+        ("Benchmark duration (s):", f"{s['duration']:.2f}"),
+        ("Total input tokens:", s["total_input_tokens"]),
+        ("Total generated tokens:", s["total_output_tokens"]),
+        ("Request throughput (req/s):", f"{s['request_throughput']:.2f}"),
+        ("Output token throughput (tok/s):", f"{s['output_throughput']:.2f}"),
+        ("Total Token throughput (tok/s):", f"{s['total_token_throughput']:.2f}"),
+    ]
+    for metric, title in (
+        ("ttft", "Time to First Token"),
+        ("tpot", "Time per Output Token"),
+        ("itl", "Inter-token Latency"),
+    ):
+        rows.append((f"---{title}---", None))
+        for stat in ("mean", "median", "p99"):
+            rows.append(
+                (
+                    f"{stat.capitalize() if stat != 'p99' else 'P99'} {metric.upper()} (ms):",
+                    f"{s[f'{stat}_{metric}_ms']:.2f}",
+                )
+            )
+    rows += [
+        ("---Simulator---", None),
+        ("Engine steps:", sim["steps"]),
+        ("Preemptions:", sim["preemptions"]),
+        ("Prefix-cache hit rate:", f"{sim['prefix_cache_hit_rate']:.1%}"),
+        ("KV usage peak / mean:", f"{sim['kv_usage_peak']:.1%} / {sim['kv_usage_mean']:.1%}"),
+        ("Wall time (s):", f"{sim['wall_time_s']:.2f}"),
+    ]
+    if sim["unfinished_at_time_limit"]:
+        rows.append(("Unfinished at time limit:", sim["unfinished_at_time_limit"]))
+    print(f"{' Serving Benchmark Result (simulated) ':=^50}")
+    for label, value in rows:
+        print(f"{label:=^50}" if value is None else f"{label:<40}{value:<10}")
+    print("=" * 50)
+    print(f"Outputs: {out_dir}/ (summary.json, requests.parquet, steps.parquet, report.md)")

@@ -1,0 +1,176 @@
+"""Driving engines through simulated time: a simpy driver (arrivals + one process per replica)
+and a plain loop for one replica. The only events are arrivals and step ends.
+
+Both follow the same rules: a request is sent at its arrival time, or later when `concurrency`
+requests are already in flight (as `vllm bench serve --max-concurrency`); it goes to the replica
+with the lowest load score; a replica that has work steps back to back; requests that arrive
+during a step join the waiting queue and are seen by the next step; requests that arrive exactly
+when a step ends are seen by that next step too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from sim.engine import Engine
+from sim.request import Request, Status
+from sim.workload import Workload
+
+Progress = Callable[[float, int, int], None]  # (sim time, requests ended, requests total)
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    requests: list[Request]  # every request of the workload, in workload order
+    replica_of: dict[int, int]  # request id -> replica it was sent to
+    end_s: float  # simulated time when the run stopped
+    stopped_early: bool  # the time limit came before every request ended
+
+
+class _Dispatch:
+    """Sends requests in order, holding them while `concurrency` are in flight."""
+
+    def __init__(self, workload: Workload, engines: list[Engine]):
+        self.workload = workload
+        self.engines = engines
+        self.requests: list[Request | None] = [None] * len(workload)
+        self.replica_of: dict[int, int] = {}
+        self.next_index = 0
+        self.in_flight = 0
+        self.ended = 0
+        self.limit = workload.concurrency
+        self.last_free_s = 0.0  # when a finish last unblocked a full dispatcher
+
+    @property
+    def blocked(self) -> bool:
+        return self.limit is not None and self.in_flight >= self.limit
+
+    def next_send_s(self) -> float | None:
+        """When the next request can be sent (None: all sent, or waiting for a free slot)."""
+        if self.next_index >= len(self.workload) or self.blocked:
+            return None
+        return float(self.workload.arrival_s[self.next_index])
+
+    def send(self, send_s: float) -> Engine | None:
+        i = self.next_index
+        self.next_index += 1
+        req = self.workload.request(i)
+        req.arrival_s = send_s  # TTFT counts from the send, as the benchmark client measures it
+        self.requests[i] = req
+        engine = min(self.engines, key=lambda e: (e.load, e.replica))
+        self.replica_of[i] = engine.replica
+        if engine.add_request(req):
+            self.in_flight += 1
+            return engine
+        self.ended += 1  # rejected on arrival
+        return None
+
+    def finished(self, reqs: list[Request], now: float) -> None:
+        was_blocked = self.blocked
+        self.in_flight -= len(reqs)
+        self.ended += len(reqs)
+        if was_blocked and not self.blocked:
+            self.last_free_s = now
+
+    def outcome(self, end_s: float) -> RunOutcome:
+        reqs = [
+            r if r is not None else self.workload.request(i) for i, r in enumerate(self.requests)
+        ]
+        return RunOutcome(reqs, self.replica_of, end_s, self.ended < len(reqs))
+
+
+def run_simpy(
+    workload: Workload,
+    engines: list[Engine],
+    until_s: float | None = None,
+    progress: Progress | None = None,
+) -> RunOutcome:
+    env = simpy.Environment()
+    d = _Dispatch(workload, engines)
+    wake = {e.replica: env.event() for e in engines}  # triggered when an idle replica gets work
+    slot_freed = [env.event()]
+    all_done = env.event()
+    total = len(workload)
+
+    def arrivals():
+        while d.next_index < total:
+            send_s = d.next_send_s()
+            if send_s is None:  # every slot busy: wait for a finish
+                yield slot_freed[0]
+                continue
+            if send_s > env.now:
+                yield env.timeout(send_s - env.now)
+            engine = d.send(env.now)
+            if engine is not None and not wake[engine.replica].triggered:
+                wake[engine.replica].succeed()
+            _check_done()
+
+    def replica(engine: Engine):
+        while True:
+            if not engine.has_work:
+                wake[engine.replica] = env.event()
+                yield wake[engine.replica]
+            dt, finished = engine.step(env.now)
+            yield env.timeout(dt)
+            if finished:
+                d.finished(finished, env.now)
+                if not slot_freed[0].triggered:
+                    slot_freed[0].succeed()
+                    slot_freed[0] = env.event()
+                if progress is not None:
+                    progress(env.now, d.ended, total)
+                _check_done()
+            if d.next_send_s() == env.now:  # let a send due now join before the next step
+                yield env.timeout(0)
+
+    def _check_done():
+        if d.ended == total and not all_done.triggered:
+            all_done.succeed()
+
+    env.process(arrivals())
+    for engine in engines:
+        env.process(replica(engine))
+    stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
+    env.run(until=stop)
+    return d.outcome(env.now)
+
+
+def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -> RunOutcome:
+    """The same simulation as run_simpy for one replica, as a plain loop."""
+    d = _Dispatch(workload, [engine])
+    now = 0.0
+
+    def send_until(t: float) -> None:
+        while (send_s := d.next_send_s()) is not None and max(send_s, d.last_free_s) <= t:
+            d.send(max(send_s, d.last_free_s))
+
+    while d.ended < len(workload) and (until_s is None or now < until_s):
+        send_until(now)
+        if engine.has_work:
+            dt, finished = engine.step(now)
+            send_until(now + dt)  # sends during the step; this step's finishers still count
+            now += dt
+            d.finished(finished, now)
+        elif (send_s := d.next_send_s()) is not None:
+            now = max(send_s, now)
+        else:
+            break
+    return d.outcome(now)
+
+
+def check_conservation(outcome: RunOutcome, engines: list[Engine]) -> None:
+    """Every request ended exactly once (finished or rejected) unless the clock was stopped,
+    and every KV block was returned."""
+    counts = {s: 0 for s in Status}
+    for req in outcome.requests:
+        counts[req.status] += 1
+    if not outcome.stopped_early:
+        ended = counts[Status.FINISHED] + counts[Status.REJECTED]
+        if ended != len(outcome.requests):
+            raise RuntimeError(f"conservation violated: {counts} of {len(outcome.requests)}")
+        for e in engines:
+            if e.kv.num_used_blocks != 0 or e.has_work:
+                raise RuntimeError(f"replica {e.replica} ended holding KV blocks or requests")

@@ -1,0 +1,112 @@
+"""The GPU catalogue: one YAML file per GPU under hardware/, selected by name (`hardware=h200`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import yaml
+
+from sim.errors import UserError
+from sim.paths import HARDWARE_DIR
+
+_REQUIRED = {
+    "name": str,
+    "display_name": str,
+    "vendor": str,
+    "compute_capability": str,
+    "hbm_bytes": int,
+    "hbm_bytes_per_s": float,
+    "flops_per_s": dict,
+    "nvlink_bytes_per_s": float,
+    "pcie_bytes_per_s": float,
+    "sm_count": int,
+    "l2_bytes": int,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """Datasheet peaks of one GPU. Bandwidths are per direction, per GPU."""
+
+    name: str
+    display_name: str
+    vendor: str
+    compute_capability: str  # "9.0" for Hopper; AMD parts carry their gfx target
+    hbm_bytes: int  # device memory as the driver reports it (what vLLM sizes against)
+    hbm_bytes_per_s: float
+    flops_per_s: Mapping[str, float]  # dense tensor-core peak per dtype
+    nvlink_bytes_per_s: float  # 0 when the GPU has no NVLink / Infinity Fabric peer link
+    pcie_bytes_per_s: float
+    sm_count: int
+    l2_bytes: int
+
+    @property
+    def hbm_gib(self) -> float:
+        return self.hbm_bytes / 2**30
+
+    @property
+    def peer_bytes_per_s(self) -> float:
+        """GPU-to-GPU bandwidth used by collectives: NVLink when present, else PCIe."""
+        return self.nvlink_bytes_per_s if self.nvlink_bytes_per_s > 0 else self.pcie_bytes_per_s
+
+    def peak_flops_per_s(self, dtype: str) -> float:
+        if dtype not in self.flops_per_s:
+            allowed = ", ".join(sorted(self.flops_per_s))
+            raise UserError(
+                f"hardware {self.name} has no {dtype} tensor-core rate; "
+                f"its datasheet lists: {allowed}"
+            )
+        return self.flops_per_s[dtype]
+
+
+def hardware_names(root: Path = HARDWARE_DIR) -> list[str]:
+    return sorted(p.stem for p in root.glob("*.yaml"))
+
+
+def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
+    """A catalogue name (`h100-sxm`) or a path to a YAML file with the same fields."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = root / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise UserError(
+                f"hardware={name_or_path!r} is not in the catalogue; "
+                f"choose one of: {', '.join(hardware_names(root))} (or a path to a .yaml file)"
+            )
+    elif not path.is_file():
+        raise UserError(f"hardware file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
+    return _from_mapping(data, path)
+
+
+def _from_mapping(data: object, path: Path) -> Hardware:
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of hardware fields")
+    fields = {}
+    for key, kind in _REQUIRED.items():
+        if key not in data:
+            raise UserError(f"{path}: missing field {key!r}")
+        value = data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise UserError(f"{path}: field {key!r} must be a {kind.__name__}, got {value!r}")
+        if kind in (int, float) and value < 0:
+            raise UserError(f"{path}: field {key!r} must be >= 0, got {value!r}")
+        fields[key] = value
+    flops = {}
+    for dtype, rate in fields["flops_per_s"].items():
+        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
+            raise UserError(f"{path}: flops_per_s.{dtype} must be a positive number, got {rate!r}")
+        flops[str(dtype)] = float(rate)
+    fields["flops_per_s"] = MappingProxyType(flops)
+    for key in ("hbm_bytes", "hbm_bytes_per_s", "sm_count"):
+        if fields[key] == 0:
+            raise UserError(f"{path}: field {key!r} must be > 0")
+    return Hardware(**fields)

@@ -1,0 +1,116 @@
+"""Per-request block tables over a BlockPool, with prefix caching (vLLM V1's KVCacheManager).
+
+request tokens:  [ full | full | full | partial ]       block_size tokens per block
+block table:     [  b7  |  b3  |  b9  |   b12   ]
+                   ^ cached (hashed) once full and computed
+"""
+
+from __future__ import annotations
+
+from sim.block_pool import Block, BlockPool
+from sim.request import Request
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool):
+        self.pool = BlockPool(num_blocks)
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.req_blocks: dict[int, list[Block]] = {}
+        self.num_cached_blocks: dict[int, int] = {}
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free_blocks
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.pool.num_used_blocks
+
+    @property
+    def usage(self) -> float:
+        return self.pool.num_used_blocks / self.pool.num_usable_blocks
+
+    def get_computed_blocks(self, req: Request) -> tuple[list[Block], int]:
+        """Longest cached prefix of `req` in whole blocks, leaving one token to compute."""
+        if not self.enable_caching:
+            return [], 0
+        max_blocks = (req.num_tokens - 1) // self.block_size
+        hits: list[Block] = []
+        for block_hash in req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]:
+            block = self.pool.get_cached_block(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        return hits, len(hits) * self.block_size
+
+    def allocate_slots(
+        self,
+        req: Request,
+        num_new_tokens: int,
+        new_computed_blocks: list[Block] = (),
+        num_new_computed_tokens: int = 0,
+        full_sequence_must_fit: bool = False,
+    ) -> list[Block] | None:
+        """Blocks for `num_new_tokens` more tokens of `req`, or None if the pool cannot hold them.
+
+        `new_computed_blocks` are prefix hits from get_computed_blocks (waiting requests only).
+        With `full_sequence_must_fit`, admission also requires room for all of req's known
+        tokens, not just this chunk (vLLM's scheduler_reserve_full_isl).
+        """
+        blocks = self.req_blocks.setdefault(req.request_id, [])
+        num_computed = req.num_computed_tokens + num_new_computed_tokens
+        held = len(blocks) + len(new_computed_blocks)
+        num_new_blocks = cdiv(num_computed + num_new_tokens, self.block_size) - held
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        available = self.pool.num_free_blocks - num_evictable_hits
+        needed = num_new_blocks
+        if full_sequence_must_fit:
+            needed = max(needed, cdiv(req.num_tokens, self.block_size) - held)
+        if needed > available:
+            if not blocks:
+                del self.req_blocks[req.request_id]
+            return None
+        if new_computed_blocks:
+            self.pool.touch(list(new_computed_blocks))
+            blocks.extend(new_computed_blocks)
+            self.num_cached_blocks[req.request_id] = len(blocks)
+        new_blocks = self.pool.get_new_blocks(max(num_new_blocks, 0))
+        blocks.extend(new_blocks)
+        if self.enable_caching:
+            self._cache_full_blocks(req, min(num_computed + num_new_tokens, req.num_tokens))
+        return new_blocks
+
+    def _cache_full_blocks(self, req: Request, num_tokens: int) -> None:
+        num_full = num_tokens // self.block_size
+        num_cached = self.num_cached_blocks.get(req.request_id, 0)
+        if num_full <= num_cached:
+            return
+        hashes = req.full_block_hashes(num_full, self.block_size)
+        blocks = self.req_blocks[req.request_id]
+        for j in range(num_cached, num_full):
+            self.pool.cache_full_block(blocks[j], hashes[j])
+        self.num_cached_blocks[req.request_id] = num_full
+
+    def free(self, req: Request) -> None:
+        """Release req's blocks; its last blocks are queued for eviction first."""
+        blocks = self.req_blocks.pop(req.request_id, [])
+        self.num_cached_blocks.pop(req.request_id, None)
+        self.pool.free_blocks(blocks[::-1])
+
+    def check_invariants(self) -> None:
+        self.pool.check_invariants()
+        refs: dict[int, int] = {}
+        for blocks in self.req_blocks.values():
+            for block in blocks:
+                refs[block.block_id] = refs.get(block.block_id, 0) + 1
+        for block in self.pool.blocks[1:]:
+            assert block.ref_cnt == refs.get(block.block_id, 0), (block, refs.get(block.block_id))
+        for req_id, num_cached in self.num_cached_blocks.items():
+            blocks = self.req_blocks[req_id]
+            assert num_cached <= len(blocks)
+            assert all(b.block_hash is not None for b in blocks[:num_cached])

@@ -1,0 +1,155 @@
+"""Recording a run and summarising it with `vllm bench serve`'s field names and definitions.
+
+During the run: flat growable arrays, one row per step (StepLog). After it: DataFrames and the
+summary. Definitions follow vllm bench serve: TTFT from send to first token; TPOT =
+(E2EL - TTFT) / (output tokens - 1) over requests with more than one output token; ITL every gap
+between consecutive tokens, pooled over requests; duration from the first send to the last
+finish; percentiles by numpy's linear interpolation; std with ddof=0.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+import pandas as pd
+
+from sim.request import Request, Status
+from sim.scheduler import StepPlan
+
+PERCENTILES = (50, 90, 99)
+STEP_COLUMNS = {
+    "replica": "q",
+    "start_s": "d",
+    "duration_s": "d",
+    "gpu_s": "d",
+    "cpu_s": "d",
+    "prefill_tokens": "q",
+    "decode_tokens": "q",
+    "batch_size": "q",
+    "kv_blocks_used": "q",
+    "num_running": "q",
+    "num_waiting": "q",
+    "num_preempted": "q",
+}
+
+
+class StepLog:
+    """One row per engine step, in columns of typed arrays (cheap to append)."""
+
+    def __init__(self):
+        self.columns = {name: array(code) for name, code in STEP_COLUMNS.items()}
+
+    def __len__(self) -> int:
+        return len(self.columns["start_s"])
+
+    def record(self, replica, start_s, cost, plan: StepPlan, kv_blocks_used, running, waiting):
+        c = self.columns
+        c["replica"].append(replica)
+        c["start_s"].append(start_s)
+        c["duration_s"].append(cost.total_s)
+        c["gpu_s"].append(cost.gpu_s)
+        c["cpu_s"].append(cost.cpu_s)
+        c["prefill_tokens"].append(plan.num_prefill_tokens)
+        c["decode_tokens"].append(plan.num_decode_tokens)
+        c["batch_size"].append(plan.batch_size)
+        c["kv_blocks_used"].append(kv_blocks_used)
+        c["num_running"].append(running)
+        c["num_waiting"].append(waiting)
+        c["num_preempted"].append(plan.num_preempted)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {name: np.frombuffer(col, dtype=col.typecode) for name, col in self.columns.items()}
+        )
+
+
+def requests_frame(requests: list[Request], replica_of: dict[int, int]) -> pd.DataFrame:
+    def col(attr):
+        return np.array(
+            [np.nan if getattr(r, attr) is None else getattr(r, attr) for r in requests],
+            dtype=np.float64,
+        )
+
+    df = pd.DataFrame(
+        {
+            "request_id": np.array([r.request_id for r in requests], dtype=np.int64),
+            "replica": np.array(
+                [replica_of.get(r.request_id, -1) for r in requests], dtype=np.int64
+            ),
+            "status": [r.status.value for r in requests],
+            "arrival_s": col("arrival_s"),
+            "first_scheduled_s": col("first_scheduled_s"),
+            "first_token_s": col("first_token_s"),
+            "finish_s": col("finish_s"),
+            "prompt_tokens": np.array([r.prompt_len for r in requests], dtype=np.int64),
+            "output_tokens": np.array([r.num_output_tokens for r in requests], dtype=np.int64),
+            "max_output_tokens": np.array([r.max_output_len for r in requests], dtype=np.int64),
+            "cached_tokens": np.array([r.num_cached_tokens or 0 for r in requests], dtype=np.int64),
+            "num_preemptions": np.array([r.num_preemptions for r in requests], dtype=np.int64),
+        }
+    )
+    df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
+    df["e2el_s"] = df["finish_s"] - df["arrival_s"]
+    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
+    df["tpot_s"] = (df["e2el_s"] - df["ttft_s"]) / decode_tokens
+    return df
+
+
+def _stats(name: str, values_s: np.ndarray) -> dict:
+    ms = np.asarray(values_s, dtype=np.float64) * 1e3
+    if len(ms) == 0:
+        ms = np.zeros(1)  # vllm bench reports 0 when no sample exists
+    out = {
+        f"mean_{name}_ms": float(np.mean(ms)),
+        f"median_{name}_ms": float(np.median(ms)),
+        f"std_{name}_ms": float(np.std(ms)),
+    }
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(ms, p))
+    return out
+
+
+def bench_summary(requests: pd.DataFrame, itl_gaps_s: np.ndarray) -> dict:
+    """The scalar fields of a `vllm bench serve --save-result` file, from a simulated run."""
+    done = requests[requests["status"] == Status.FINISHED.value]
+    duration = float(done["finish_s"].max() - requests["arrival_s"].min()) if len(done) else 0.0
+    total_in = int(done["prompt_tokens"].sum())
+    total_out = int(done["output_tokens"].sum())
+
+    def rate(x):
+        return x / duration if duration > 0 else 0.0
+
+    out = {
+        "completed": len(done),
+        "failed": int((requests["status"] == Status.REJECTED.value).sum()),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": rate(len(done)),
+        "output_throughput": rate(total_out),
+        "total_token_throughput": rate(total_in + total_out),
+    }
+    out |= _stats("ttft", done["ttft_s"].to_numpy())
+    out |= _stats("tpot", done["tpot_s"].dropna().to_numpy())
+    out |= _stats("itl", itl_gaps_s)
+    out |= _stats("e2el", done["e2el_s"].to_numpy())
+    return out
+
+
+def sim_figures(steps: pd.DataFrame, requests: pd.DataFrame, num_blocks: int) -> dict:
+    """Simulator-side figures: steps, preemptions, prefix-cache hits, KV usage."""
+    usable = max(num_blocks - 1, 1)
+    usage = steps["kv_blocks_used"].to_numpy() / usable
+    weights = steps["duration_s"].to_numpy()
+    admitted = requests[requests["first_scheduled_s"].notna()]
+    prompt = int(admitted["prompt_tokens"].sum())
+    return {
+        "steps": len(steps),
+        "preemptions": int(steps["num_preempted"].sum()),
+        "prefix_cache_hit_rate": float(admitted["cached_tokens"].sum() / prompt) if prompt else 0.0,
+        "kv_usage_peak": float(usage.max()) if len(usage) else 0.0,
+        "kv_usage_mean": float(np.average(usage, weights=weights)) if weights.sum() > 0 else 0.0,
+        "mean_batch_size": float(steps["batch_size"].mean()) if len(steps) else 0.0,
+        "sim_time_s": float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 0.0,
+    }

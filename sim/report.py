@@ -1,0 +1,225 @@
+"""report.md and its plots, written into the run dir."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from sim.outputs import atomic_write, write_text
+
+GIB = 2**30
+PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
+
+
+def _save(fig, path: Path) -> str:
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, metadata=PNG_META))
+    plt.close(fig)
+    return path.name
+
+
+def plot_latency_cdfs(requests: pd.DataFrame, path: Path) -> str:
+    done = requests[requests["status"] == "finished"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, (col, label) in zip(
+        axes, [("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2el_s", "E2E latency")], strict=True
+    ):
+        ms = np.sort(done[col].dropna().to_numpy() * 1e3)
+        if len(ms):
+            ax.plot(ms, np.arange(1, len(ms) + 1) / len(ms), color="C0")
+            for p, style in ((50, ":"), (99, "--")):
+                ax.axvline(np.percentile(ms, p), color="grey", ls=style, lw=1, label=f"p{p}")
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("fraction of requests")
+    axes[0].legend(loc="lower right")
+    fig.suptitle("Latency distributions (finished requests)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _binned(steps: pd.DataFrame, col: str, edges: np.ndarray) -> np.ndarray:
+    end = (steps["start_s"] + steps["duration_s"]).to_numpy()
+    sums, _ = np.histogram(end, bins=edges, weights=steps[col].to_numpy())
+    return sums
+
+
+def plot_throughput_kv(steps: pd.DataFrame, num_blocks: int, path: Path) -> str:
+    end = float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 1.0
+    width = max(end / 200, 1e-3)
+    edges = np.arange(0.0, end + width, width)
+    mids = (edges[:-1] + edges[1:]) / 2
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    ax1.plot(mids, _binned(steps, "decode_tokens", edges) / width, label="decode (output) tokens/s")
+    ax1.plot(
+        mids, _binned(steps, "prefill_tokens", edges) / width, label="prefill tokens/s", alpha=0.7
+    )
+    ax1.set_ylabel("tokens / s")
+    ax1.legend(loc="upper right")
+    ax1.grid(alpha=0.3)
+    ax2.step(
+        steps["start_s"],
+        steps["kv_blocks_used"] / max(num_blocks - 1, 1) * 100,
+        where="post",
+        lw=0.8,
+    )
+    ax2.set_ylabel("KV blocks in use (%)")
+    ax2.set_xlabel("simulated time (s)")
+    ax2.set_ylim(0, 100)
+    ax2.grid(alpha=0.3)
+    fig.suptitle("Throughput and KV-cache usage over time")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_batch_composition(steps: pd.DataFrame, budget: int, path: Path) -> str:
+    """Per step: requests by phase, tokens by phase (log scale), and the waiting queue."""
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
+    t = steps["start_s"].to_numpy()
+    decode = steps["decode_tokens"].to_numpy()  # one token per decoding request
+    prefill_reqs = steps["batch_size"].to_numpy() - decode
+    ax1.fill_between(t, 0, decode, step="post", label="decoding", alpha=0.8)
+    ax1.fill_between(t, decode, decode + prefill_reqs, step="post", label="prefilling", alpha=0.7)
+    ax1.set_ylabel("requests in step")
+    ax1.legend(loc="upper right")
+    ax2.step(
+        t,
+        np.maximum(steps["prefill_tokens"], 0.8),
+        where="post",
+        lw=0.8,
+        label="prefill tokens",
+        color="C1",
+    )
+    ax2.step(t, np.maximum(decode, 0.8), where="post", lw=0.8, label="decode tokens", color="C0")
+    ax2.axhline(budget, color="grey", ls="--", lw=1, label="token budget")
+    ax2.set_yscale("log")
+    ax2.set_ylim(bottom=0.8)
+    ax2.set_ylabel("tokens in step")
+    ax2.legend(loc="upper right")
+    ax3.step(t, steps["num_waiting"], where="post", lw=0.8, color="C3")
+    ax3.set_ylabel("waiting requests")
+    ax3.set_xlabel("simulated time (s)")
+    for ax in (ax1, ax2, ax3):
+        ax.grid(alpha=0.3)
+    fig.suptitle("Batch composition per step")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _table(rows: list[tuple], header: tuple) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_report(result, out_dir: Path) -> Path:
+    """report.md beside three PNG plots. `result` is a sim.run.RunResult."""
+    s, setup = result.summary, result.setup
+    cfg, sim = setup.config, s["sim"]
+    plots = [
+        plot_latency_cdfs(result.requests, out_dir / "latency_cdf.png"),
+        plot_throughput_kv(result.steps, setup.memory.num_blocks, out_dir / "throughput_kv.png"),
+        plot_batch_composition(
+            result.steps, setup.settings.max_num_batched_tokens, out_dir / "batch_composition.png"
+        ),
+    ]
+    headline = [
+        ("completed / rejected", f"{s['completed']} / {s['failed']}"),
+        ("duration (s)", f"{s['duration']:.2f}"),
+        ("request throughput (req/s)", f"{s['request_throughput']:.3f}"),
+        ("output throughput (tok/s)", f"{s['output_throughput']:.1f}"),
+        ("total token throughput (tok/s)", f"{s['total_token_throughput']:.1f}"),
+    ]
+    latency = [
+        (m.upper(), *(f"{s[f'{k}_{m}_ms']:.2f}" for k in ("mean", "median", "p90", "p99")))
+        for m in ("ttft", "tpot", "itl", "e2el")
+    ]
+    figures = [
+        ("engine steps", sim["steps"]),
+        ("mean batch size", f"{sim['mean_batch_size']:.1f}"),
+        ("preemptions", sim["preemptions"]),
+        ("prefix-cache hit rate (prompt tokens)", f"{sim['prefix_cache_hit_rate']:.1%}"),
+        (
+            "KV usage peak / time-weighted mean",
+            f"{sim['kv_usage_peak']:.1%} / {sim['kv_usage_mean']:.1%}",
+        ),
+    ]
+    mem = setup.memory
+    memory = [
+        (
+            "GPU memory x utilisation",
+            f"{mem.total_bytes / GIB:.2f} GiB x {mem.gpu_memory_utilization}",
+        ),
+        ("weights (per GPU)", f"{mem.weight_bytes / GIB:.2f} GiB"),
+        ("peak activations", f"{mem.activation_bytes / GIB:.2f} GiB"),
+        (
+            "CUDA-graph pool + non-torch",
+            f"{(mem.cudagraph_bytes + mem.non_torch_bytes) / GIB:.2f} GiB",
+        ),
+        (
+            "KV cache",
+            f"{mem.kv_cache_bytes / GIB:.2f} GiB = {mem.num_blocks} blocks of "
+            f"{mem.block_size} tokens ({mem.kv_bytes_per_token} B/token/GPU)",
+        ),
+        ("KV capacity", f"{mem.kv_capacity_tokens:,} tokens"),
+    ]
+    settings = [
+        (
+            r["name"],
+            r["value"]
+            if not isinstance(r["value"], list)
+            else f"{len(r['value'])} sizes, max {max(r['value'], default=0)}",
+            r["category"],
+            r["rule"],
+        )
+        for r in setup.settings.records()
+    ]
+    calibrated = (
+        "calibrated"
+        if setup.profile.calibrated
+        else "**uncalibrated prior** (roofline x fixed efficiencies; absolute times are "
+        "estimates until a fitted profile is used)"
+    )
+    text = f"""# Simulation report
+
+{setup.model.name} on {cfg.parallel.dp} x {cfg.parallel.tp} x {setup.hardware.display_name}
+(dp x tp), engine {s["backend"].removeprefix("sim:")} ({cfg.entry_point} entry point),
+weights {setup.model.resolve_weight_dtype(cfg.dtype)}. Workload: {result.workload.description};
+seed {cfg.seed}. Cost profile `{setup.profile.name}`: {calibrated}.
+
+## Headline (vllm bench serve fields)
+
+{_table(headline, ("metric", "value"))}
+
+{_table(latency, ("latency (ms)", "mean", "median", "p90", "p99"))}
+
+![latency CDFs]({plots[0]})
+
+## Engine behaviour
+
+{_table(figures, ("figure", "value"))}
+
+![throughput and KV usage]({plots[1]})
+
+![batch composition]({plots[2]})
+
+## Memory plan (per GPU)
+
+{_table(memory, ("item", "value"))}
+
+## Resolved engine settings
+
+{_table(settings, ("setting", "value", "category", "rule"))}
+
+Files: `summary.json` (these figures, vllm bench field names), `requests.parquet` (one row per
+request), `steps.parquet` (one row per engine step).
+"""
+    return write_text(out_dir / "report.md", text)

@@ -1,0 +1,121 @@
+"""One simulation from a SimConfig to its results: resolve, plan, generate, drive, measure."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.config import SimConfig
+from sim.cost import CostModel, CostProfile
+from sim.driver import Progress, check_conservation, run_simpy
+from sim.engine import Engine
+from sim.errors import UserError
+from sim.hardware import Hardware, load_hardware
+from sim.memory import MemoryPlan, plan_memory
+from sim.metrics import StepLog, bench_summary, requests_frame, sim_figures
+from sim.model import ModelSpec
+from sim.model_config import load_model
+from sim.profiles import resolve
+from sim.settings import EngineSettings
+from sim.workload import Workload, generate
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Everything a run derives from its config before the clock starts."""
+
+    config: SimConfig
+    hardware: Hardware
+    model: ModelSpec
+    settings: EngineSettings
+    memory: MemoryPlan
+    profile: CostProfile
+
+    @classmethod
+    def from_config(cls, cfg: SimConfig) -> Setup:
+        hardware = load_hardware(cfg.hardware)
+        model = load_model(cfg.model)
+        tp = cfg.parallel.tp
+        if model.num_q_heads % tp:
+            raise UserError(
+                f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
+            )
+        settings = resolve(cfg.engine, hardware, model, tp, cfg.entry_point, cfg.engine_args)
+        memory = plan_memory(hardware, model, settings, tp, cfg.dtype)
+        return cls(cfg, hardware, model, settings, memory, CostProfile.load(cfg.cost_profile))
+
+    def cost_model(self) -> CostModel:
+        return CostModel(
+            self.model,
+            self.hardware,
+            self.settings,
+            self.config.parallel.tp,
+            self.config.dtype,
+            self.profile,
+        )
+
+    def engines(self, steps: StepLog) -> list[Engine]:
+        cost = self.cost_model()
+        return [
+            Engine(self.settings, self.memory, cost, steps, replica=k)
+            for k in range(self.config.parallel.dp)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    setup: Setup
+    workload: Workload
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    summary: dict
+
+
+def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
+    started = time.perf_counter()
+    setup = Setup.from_config(cfg)
+    workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    log = StepLog()
+    engines = setup.engines(log)
+    outcome = run_simpy(workload, engines, until_s=cfg.max_sim_time_s, progress=progress)
+    check_conservation(outcome, engines)
+    requests = requests_frame(outcome.requests, outcome.replica_of)
+    steps = log.frame()
+    gaps = np.concatenate([np.frombuffer(e.scheduler.itl_gaps_s) for e in engines])
+    summary = bench_summary(requests, gaps)
+    statuses = requests["status"].value_counts().to_dict()
+    summary["sim"] = sim_figures(steps, requests, setup.memory.num_blocks) | {
+        "requests": len(requests),
+        "finished": int(statuses.get("finished", 0)),
+        "rejected": int(statuses.get("rejected", 0)),
+        "unfinished_at_time_limit": len(requests)
+        - int(statuses.get("finished", 0))
+        - int(statuses.get("rejected", 0)),
+        "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
+        "cost_profile": setup.profile.name,
+        "cost_profile_calibrated": setup.profile.calibrated,
+        "workload": workload.description,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    summary |= _bench_header(cfg, setup, workload)
+    summary["config"] = asdict(cfg)
+    summary["engine_settings"] = setup.settings.records()
+    summary["memory_plan"] = setup.memory.record()
+    return RunResult(setup, workload, requests, steps, summary)
+
+
+def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:
+    """The descriptive fields of a vllm bench serve result."""
+    w = cfg.workload
+    rate = w.rate if w.kind in ("poisson", "gamma", "constant") else "inf"
+    return {
+        "backend": f"sim:{setup.settings.engine}@{setup.settings.version}",
+        "model_id": setup.model.name,
+        "num_prompts": len(workload),
+        "request_rate": rate,
+        "burstiness": w.burstiness if w.burstiness is not None else 1.0,
+        "max_concurrency": workload.concurrency,
+    }
