@@ -29,11 +29,10 @@ def run_task(cfg: DictConfig) -> dict:
     from sim.console import ProgressBar, print_summary
     from sim.outputs import write_json, write_parquet
     from sim.report import write_report
-    from sim.run import Setup, simulate
+    from sim.run import simulate
 
     sim_cfg = to_sim_config(cfg)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    Setup.from_config(sim_cfg)  # fail fast on impossible settings
     with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty()) as bar:
         result = simulate(sim_cfg, progress=bar.update)
     write_parquet(out_dir / "requests.parquet", result.requests)

@@ -70,7 +70,7 @@ def to_sim_config(cfg: DictConfig) -> SimConfig:
 
 
 def _check_key(base: DictConfig, key: str) -> None:
-    if key.startswith("hydra.") or key in GROUPS:
+    if key in GROUPS:
         return
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(base, parent) if parent else base
@@ -96,6 +96,8 @@ def check_overrides(overrides: Sequence[str]) -> list[SimConfig]:
     combos: list[list[str]] = [[]]
     for o in parsed:
         key = o.key_or_group
+        if key.startswith(("hydra.", "hydra/")) or key == "hydra":
+            continue  # Hydra's own settings (run dir, launcher, sweeper) are Hydra's to check
         values = (
             [o.get_value_element_as_str()]
             if not o.is_sweep_override()

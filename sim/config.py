@@ -51,6 +51,8 @@ class WorkloadConfig:
     shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
     num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
     turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+    concurrent_sessions: int = _opt(32, min=1)  # sessions interleaved; a turn follows its
+    # previous turn this many arrivals later (open loop: choose it so that gap exceeds E2E)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,7 +123,8 @@ def run_simpy(
                 if progress is not None:
                     progress(env.now, d.ended, total)
                 _check_done()
-            if d.next_send_s() == env.now:  # let a send due now join before the next step
+            send_s = d.next_send_s()
+            if send_s is not None and send_s <= env.now:  # a send due now joins this step
                 yield env.timeout(0)
 
     def _check_done():

@@ -7,7 +7,6 @@ it knows nothing of simpy, so a plain loop can drive it as well as the simpy dri
 from __future__ import annotations
 
 from sim.cost import CostModel
-from sim.errors import UserError
 from sim.kv_cache import KVCacheManager
 from sim.memory import MemoryPlan
 from sim.metrics import StepLog
@@ -45,11 +44,6 @@ class Engine:
     def add_request(self, req: Request) -> bool:
         """Queue `req`; False (and REJECTED) when prompt + output exceed max_model_len, as the
         OpenAI server refuses such a request."""
-        g, b = req.content_block_tokens, self.kv.block_size
-        if g % b and b % g:
-            raise UserError(
-                f"workload content blocks of {g} tokens cannot be matched to KV blocks of {b}"
-            )
         if req.prompt_len + req.max_output_len > self.max_model_len:
             req.status = Status.REJECTED
             return False

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from sim.errors import UserError
 from sim.hardware import Hardware
 from sim.model import KV_DTYPES, ModelSpec
-from sim.settings import SETTING_NAMES, EngineSettings
+from sim.settings import SETTING_NAMES, SETTING_TYPES, EngineSettings
 
 GIB = 2**30
 LATEST = {"vllm": "0.33.0"}
@@ -175,11 +175,11 @@ def _apply_override(values: dict, rules: dict, key: str, value) -> None:
     rule = f"user override (engine_args.{key})"
     match key:
         case "enforce_eager":
-            if _coerce(key, value, False):
+            if _coerce(key, value, bool):
                 values["cudagraph_mode"], values["compile"] = "NONE", False
                 rules["cudagraph_mode"] = rules["compile"] = rule
         case "max_cudagraph_capture_size":
-            values[key], rules["cudagraph_capture_sizes"] = _coerce(key, value, 0), rule
+            values[key], rules["cudagraph_capture_sizes"] = _coerce(key, value, int), rule
         case "kv_cache_dtype":
             kv = "fp8" if str(value).startswith("fp8") else str(value)
             if kv not in KV_DTYPES:
@@ -197,7 +197,7 @@ def _apply_override(values: dict, rules: dict, key: str, value) -> None:
                 )
             values[key], rules[key] = mode, rule
         case _:
-            values[key], rules[key] = _coerce(key, value, values.get(key, "")), rule
+            values[key], rules[key] = _coerce(key, value, SETTING_TYPES[key]), rule
 
 
 def _derive(values: dict, rules: dict, overrides, hw: Hardware, model: ModelSpec, at: str) -> None:
@@ -223,9 +223,8 @@ def _derive(values: dict, rules: dict, overrides, hw: Hardware, model: ModelSpec
         )
 
 
-def _coerce(key: str, value, current):
-    """Convert an override to the type of the setting it replaces, or say what is allowed."""
-    kind = type(current)
+def _coerce(key: str, value, kind: type):
+    """Convert an override to the type of the setting it sets, or say what is expected."""
     try:
         if kind is bool:
             if isinstance(value, bool):
@@ -238,14 +237,14 @@ def _coerce(key: str, value, current):
                 raise ValueError
             return int(float(value))
         if kind is float:
+            if isinstance(value, bool):
+                raise ValueError
             return float(value)
         if kind is tuple:
             return tuple(int(x) for x in value)
         return str(value)
     except (TypeError, ValueError):
-        raise UserError(
-            f"engine_args.{key}={value!r}: expected {kind.__name__} like {current!r}"
-        ) from None
+        raise UserError(f"engine_args.{key}={value!r}: expected {kind.__name__}") from None
 
 
 def _check(s: EngineSettings, model: ModelSpec) -> None:
@@ -254,6 +253,13 @@ def _check(s: EngineSettings, model: ModelSpec) -> None:
     def bad(msg: str):
         raise UserError(msg)
 
+    for name, allowed in (
+        ("scheduler", ("vllm_v1",)),
+        ("policy", ("fcfs",)),
+        ("preemption_mode", ("recompute",)),
+    ):
+        if getattr(s, name) not in allowed:
+            bad(f"{name}={getattr(s, name)!r}: this profile supports {', '.join(allowed)}")
     if s.max_num_seqs < 1:
         bad(f"max_num_seqs={s.max_num_seqs}: must be >= 1")
     if s.max_num_batched_tokens < s.max_num_seqs:

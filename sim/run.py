@@ -78,6 +78,12 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     started = time.perf_counter()
     setup = Setup.from_config(cfg)
     workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    g, b = workload.content_block_tokens, setup.settings.block_size
+    if g % b and b % g:
+        raise UserError(
+            f"the workload's {g}-token content blocks do not align with KV blocks "
+            f"of {b} tokens; use a block_size that divides or is a multiple of {g}"
+        )
     log = StepLog()
     engines = setup.engines(log)
     outcome = run_simpy(workload, engines, until_s=cfg.max_sim_time_s, progress=progress)

@@ -175,6 +175,9 @@ class VllmV1Scheduler:
             assert req.status is Status.RUNNING
             assert req.num_computed_tokens <= req.num_tokens
             assert req.request_id in self.kv.req_blocks
+        statuses = [req.status for req in self.waiting]
+        # preempted requests go back to the front, new ones join the back
+        assert statuses == sorted(statuses, key=lambda s: s is Status.WAITING), statuses
         for req in self.waiting:
             assert req.status in (Status.WAITING, Status.PREEMPTED)
             assert req.num_computed_tokens == 0

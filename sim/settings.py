@@ -7,6 +7,7 @@ of cause a difference is, the rule says where the value came from.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -105,3 +106,10 @@ SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)
 
 _NOT_SETTINGS = {"engine", "version", "entry_point", "rules"}
 assert {f.name for f in fields(EngineSettings)} - _NOT_SETTINGS == set(SETTING_NAMES)
+
+# The Python type of each setting, for converting command-line overrides.
+SETTING_TYPES: dict[str, type] = {
+    name: typing.get_origin(hint) or hint
+    for name, hint in typing.get_type_hints(EngineSettings).items()
+    if name in CATEGORY
+}

@@ -172,11 +172,13 @@ def _content(cfg: WorkloadConfig, prompt, output, hashes, rng):
     ]
     next_id += cfg.num_shared_prefixes * prefix_blocks
     choice = rng.integers(cfg.num_shared_prefixes, size=n)
-    num_sessions = -(-n // cfg.turns_per_session)
+    width = cfg.concurrent_sessions
+    window = width * cfg.turns_per_session
     last_turn: dict[int, tuple[list[int], int]] = {}  # session -> (ids, tokens of prompt+output)
     per_req = []
     for i in range(n):
-        session = i % num_sessions
+        # `width` sessions at a time; turn t of a session is `width` arrivals after turn t - 1
+        session = (i // window) * width + i % width
         if session in last_turn:  # the previous turn's prompt and answer lead this prompt
             prev_ids, prev_tokens = last_turn[session]
             lead, lead_tokens = prev_ids[: prev_tokens // block], prev_tokens

@@ -1,0 +1,73 @@
+"""Shared helpers: small configs and a plain-loop engine run for the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.config import SimConfig
+from sim.cost import CostProfile
+from sim.driver import run_loop
+from sim.metrics import StepLog
+from sim.paths import SHARED_DATA_DIR
+from sim.run import Setup
+from sim.workload import generate
+
+
+def shared_data(relpath: str) -> Path:
+    """A file under ../shared/data, or skip: a fresh clone has no shared folder (CI has it)."""
+    path = SHARED_DATA_DIR / relpath
+    if not path.exists():
+        pytest.skip(f"needs ../shared/data/{relpath} (absent in a fresh clone; present in CI)")
+    return path
+
+
+def config(workload: dict | None = None, **top) -> SimConfig:
+    data = {
+        "workload": {
+            "num_requests": 50,
+            "rate": 20.0,
+            "input_len": 256,
+            "output_len": 32,
+            "length_dist": "fixed",
+            **(workload or {}),
+        }
+    }
+    data.update(top)
+    return SimConfig.from_mapping(data)
+
+
+def unit_profile(**changes) -> CostProfile:
+    """Every efficiency 1 and no launch cost: costs are the bare rooflines."""
+    base = CostProfile.load("prior")
+    values = {name: getattr(base, name) for name in base.__slots__}
+    values.update(
+        gemm_flops_efficiency=1.0,
+        memory_bandwidth_efficiency=1.0,
+        attention_prefill_flops_efficiency=1.0,
+        attention_decode_bandwidth_efficiency=1.0,
+        allreduce_bandwidth_efficiency=1.0,
+        allreduce_latency_s=0.0,
+        kernel_launch_s=0.0,
+    )
+    values.update(changes)
+    return CostProfile(**values)
+
+
+def run_plain(cfg: SimConfig, check_every_step: bool = False):
+    """Drive one replica with the plain loop; returns (outcome, engine, workload)."""
+    setup = Setup.from_config(cfg)
+    workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    (engine,) = setup.engines(StepLog())
+    if check_every_step:
+        step = engine.step
+
+        def checked(now):
+            out = step(now)
+            engine.scheduler.check_invariants()
+            return out
+
+        engine.step = checked
+    return run_loop(workload, engine), engine, workload

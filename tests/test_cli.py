@@ -1,0 +1,125 @@
+"""The command line end to end: a real run in a chosen dir, and one-line user errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from sim.paths import REPO_DIR
+
+
+def sim(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    env.pop("SIM_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sim", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_run_writes_everything_into_the_run_dir(tmp_path):
+    out = tmp_path / "run"
+    r = sim(f"hydra.run.dir={out}", "workload.num_requests=60", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Serving Benchmark Result" in r.stdout
+    for name in (
+        "summary.json",
+        "requests.parquet",
+        "steps.parquet",
+        "report.md",
+        "latency_cdf.png",
+        "throughput_kv.png",
+        "batch_composition.png",
+    ):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    for key in (
+        "completed",
+        "duration",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_tpot_ms",
+        "std_itl_ms",
+        "p50_e2el_ms",
+        "p90_ttft_ms",
+        "p99_itl_ms",
+    ):
+        assert key in summary, key
+    assert summary["completed"] == 60
+    assert summary["sim"]["steps"] == len(pd.read_parquet(out / "steps.parquet"))
+    assert len(pd.read_parquet(out / "requests.parquet")) == 60
+    assert not list(tmp_path.glob("outputs"))  # nothing written outside the run dir
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["workload.rat=5"], "unknown key workload.rat (did you mean workload.rate?)"),
+        (["foo=1"], "unknown key foo"),
+        (["workload.rate=-1"], "workload.rate=-1.0: must be > 0"),
+        (["workload.num_requests=many"], "workload.num_requests='many': expected an integer"),
+        (["scenario=nope"], "scenario='nope' is not a scenario; choose one of:"),
+        (["workload=weird"], "workload='weird' is not a workload"),
+        (["hardware=h900"], "hardware='h900' is not in the catalogue"),
+        (["model=llama-3.1-70b"], "raise parallel.tp"),
+        (["engine=vllm@0.0.1"], "no profile for vllm 0.0.1"),
+        (["engine_args.max_num_seqs=0"], "max_num_seqs=0: must be >= 1"),
+        (["engine_args.not_an_arg=3"], "unknown key engine_args.not_an_arg"),
+        (["parallel.tp=3"], "must divide"),
+        (["parallel.pp=2"], "pipeline parallelism is not modelled yet"),
+        (["-m", "workload.rate=5,-2"], "workload.rate=-2.0: must be > 0"),
+    ],
+)
+def test_user_errors_are_one_line(tmp_path, args, expected):
+    r = sim(*args, f"hydra.run.dir={tmp_path / 'x'}", cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("sim: error: ") and expected in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_multirun_sweeps_each_value_into_its_own_dir(tmp_path):
+    r = sim(
+        "-m",
+        "workload.rate=5,10",
+        "workload.num_requests=20",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    rates = sorted(
+        json.loads((tmp_path / "sweep" / str(i) / "summary.json").read_text())["request_rate"]
+        for i in (0, 1)
+    )
+    assert rates == [5.0, 10.0]
+
+
+def test_trace_replay_from_the_command_line(tmp_path):
+    from tests.conftest import shared_data
+
+    trace = shared_data("traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+    out = tmp_path / "run"
+    r = sim(
+        "workload=trace",
+        f"workload.path={trace}",
+        "workload.num_requests=200",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    reqs = pd.read_parquet(out / "requests.parquet")
+    assert len(reqs) == 200 and reqs["arrival_s"].iloc[0] == 0.0
+    assert reqs["prompt_tokens"].iloc[:2].tolist() == [374, 396]  # the file's first rows

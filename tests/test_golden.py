@@ -1,0 +1,104 @@
+"""Hand-worked numbers: KV bytes per token, parameter counts, one decode step's roofline time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.cost import CostModel
+from sim.hardware import load_hardware
+from sim.model_config import load_model
+from sim.profiles import resolve
+from tests.conftest import unit_profile
+
+
+@pytest.mark.parametrize(
+    ("name", "bytes_per_token"),
+    [
+        ("llama-3.1-8b", 2 * 8 * 128 * 32 * 2),  # K and V x 8 KV heads x 128 x 32 layers x bf16
+        ("llama-3.1-70b", 2 * 8 * 128 * 80 * 2),
+        ("deepseek-v3", (512 + 64) * 61 * 2),  # MLA latent + rope key x 61 layers x bf16
+    ],
+)
+def test_kv_bytes_per_token(name, bytes_per_token):
+    assert load_model(name).kv_bytes_per_token() == bytes_per_token
+    assert bytes_per_token in (131_072, 327_680, 70_272)
+
+
+def test_kv_bytes_fp8_halves_bf16():
+    m = load_model("llama-3.1-8b")
+    assert m.kv_bytes_per_token("fp8") * 2 == m.kv_bytes_per_token("bf16") == 131_072
+
+
+def test_llama_3_1_8b_parameters():
+    # embed + untied head: 2 x 128256 x 4096; per layer: q 4096^2, k,v 4096 x 1024, o 4096^2,
+    # MLP 3 x 4096 x 14336, two norms of 4096; final norm 4096.
+    layer = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336 + 2 * 4096
+    total = 2 * 128256 * 4096 + 32 * layer + 4096
+    p = load_model("llama-3.1-8b").params
+    assert p.total == total == 8_030_261_248
+    assert p.active == p.total
+    assert load_model("llama-3.1-8b").weight_bytes("bf16") == 2 * total
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [  # published sizes (billions), loose: model cards round and some count embeddings
+        ("deepseek-v3", 671, 37),
+        ("mixtral-8x7b-v0.1", 46.7, 12.9),
+        ("qwen3-30b-a3b", 30.5, 3.3),
+        ("llama-4-scout-17b-16e", 109, 17),
+        ("gpt-oss-120b", 116.8, 5.1),
+    ],
+)
+def test_moe_parameter_counts(name, total_b, active_b):
+    p = load_model(name).params
+    assert p.total / 1e9 == pytest.approx(total_b, rel=0.03)
+    assert p.active / 1e9 == pytest.approx(active_b, rel=0.15)
+
+
+def test_hand_worked_decode_step_time():
+    """One request decoding at context 1023 (1,024 keys), Llama-3.1-8B, one H100-SXM, bf16,
+    eager, every efficiency 1, no launch or CPU cost. Worked by hand:
+
+    per layer, weights 4096*(4096+1024+1024) + 4096*4096 + 3*4096*14336 = 218,103,808 params
+        -> 436,207,616 B, plus activations in/out of the GEMMs (1 token):
+           (4*4096 + 4096+2048+4096 + 3*14336) * 2 B = 139,264 B
+    per layer, KV read 1,024 tokens x (2 x 8 x 128 x 2 B) = 4,194,304 B
+    per layer, elementwise (8*4096 + 3*14336) * 2 B = 151,552 B
+    LM head 128,256 x 4096 x 2 B = 1,050,673,152 B; sampler 3 x 128,256 x 4 B = 1,539,072 B
+    all memory-bound at 3.35e12 B/s.
+    """
+    bw = 3.35e12
+    per_layer = (436_207_616 + 139_264 + 4_194_304 + 151_552) / bw
+    expected = 32 * per_layer + (1_050_673_152 + 1_539_072) / bw
+    assert expected == pytest.approx(4.5237e-3, rel=1e-4)
+
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    settings = resolve(
+        "vllm",
+        hw,
+        model,
+        1,
+        overrides={
+            "enforce_eager": True,
+            "cpu_step_overhead_s": 0.0,
+            "cpu_per_seq_overhead_s": 0.0,
+        },
+    )
+    cost = CostModel(model, hw, settings, 1, "bf16", unit_profile())
+    got = cost.cost(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.array([1023]))
+    assert got.total_s == pytest.approx(expected, rel=1e-9)
+    assert got.attention_decode_s == pytest.approx(32 * 4_194_304 / bw, rel=1e-9)
+
+
+def test_cuda_graph_padding_and_async_overlap():
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    s = resolve("vllm", hw, model, 1)
+    cost = CostModel(model, hw, s, 1, "auto", unit_profile())
+    empty = np.zeros(0, dtype=np.int64)
+    at_9 = cost.cost(empty, empty, np.full(9, 100))
+    at_16 = cost.cost(empty, empty, np.full(16, 100))
+    assert at_9.linear_s == at_16.linear_s  # 9 tokens run in the 16-token graph
+    assert at_9.launch_s == 0.0  # a uniform decode batch replays a full graph
+    assert at_9.total_s == max(at_9.gpu_s, at_9.cpu_s)  # async scheduling hides the CPU
