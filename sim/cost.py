@@ -183,15 +183,27 @@ class CostModel:
         bw = self.hw.hbm_bytes_per_s
         prefill = decode = 0.0
         if layer.attention is Attention.LINEAR:
+            # a fixed state per sequence, read and written once; O(1) work per token
             lin = m.linear
-            state = lin.state_values * self.kv_b / self.tp
-            heads = lin.num_value_heads / self.tp
-            tokens = float(pre_q.sum()) + len(dec_c)
-            flops = 4 * heads * lin.key_head_dim * lin.value_head_dim * tokens
-            nbytes = 2 * state * (len(pre_q) + len(dec_c))
-            return self._roofline(
-                flops, self.attn_peak, p.attention_prefill_flops_efficiency, nbytes
-            ), 0.0
+            state_bytes = 2 * lin.state_values * self.kv_b / self.tp
+            flops_per_token = 4 * lin.num_value_heads / self.tp * lin.key_head_dim
+            flops_per_token *= lin.value_head_dim
+            eff = p.attention_prefill_flops_efficiency
+            return (
+                self._roofline(
+                    flops_per_token * float(pre_q.sum()),
+                    self.attn_peak,
+                    eff,
+                    state_bytes * len(pre_q),
+                )
+                if len(pre_q)
+                else 0.0,
+                self._roofline(
+                    flops_per_token * len(dec_c), self.attn_peak, eff, state_bytes * len(dec_c)
+                )
+                if len(dec_c)
+                else 0.0,
+            )
         if layer.attention is Attention.MLA:
             mla = m.mla
             kv_per_token = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)

@@ -53,9 +53,6 @@ class EngineSettings:
     non_torch_memory_bytes: int  # CUDA context, cuBLAS/NCCL workspaces
     rules: Mapping[str, str]  # field name -> the rule that set it
 
-    def category(self, name: str) -> Category:
-        return CATEGORY[name]
-
     def records(self) -> list[dict]:
         """One flat record per setting: name, value, category, rule."""
         return [
@@ -67,10 +64,6 @@ class EngineSettings:
             }
             for name in SETTING_NAMES
         ]
-
-    def diff(self, other: EngineSettings) -> list[str]:
-        """Names of the settings whose values differ."""
-        return [n for n in SETTING_NAMES if getattr(self, n) != getattr(other, n)]
 
 
 def _plain(value):

@@ -15,6 +15,17 @@ from sim.paths import SHARED_DATA_DIR
 from sim.run import Setup
 from sim.workload import generate
 
+# Every file a run writes into its run dir (besides .hydra/).
+RUN_FILES = (
+    "summary.json",
+    "requests.parquet",
+    "steps.parquet",
+    "report.md",
+    "latency_cdf.png",
+    "throughput_kv.png",
+    "batch_composition.png",
+)
+
 
 def shared_data(relpath: str) -> Path:
     """A file under ../shared/data, or skip: a fresh clone has no shared folder (CI has it)."""

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from sim.paths import REPO_DIR
+from tests.conftest import RUN_FILES
 
 
 def sim(*args, cwd):
@@ -31,15 +32,7 @@ def test_run_writes_everything_into_the_run_dir(tmp_path):
     r = sim(f"hydra.run.dir={out}", "workload.num_requests=60", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Serving Benchmark Result" in r.stdout
-    for name in (
-        "summary.json",
-        "requests.parquet",
-        "steps.parquet",
-        "report.md",
-        "latency_cdf.png",
-        "throughput_kv.png",
-        "batch_composition.png",
-    ):
+    for name in RUN_FILES:
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
     for key in (

@@ -41,6 +41,14 @@ def test_llama_3_1_8b_parameters():
     assert load_model("llama-3.1-8b").weight_bytes("bf16") == 2 * total
 
 
+def test_llama_3_1_8b_flops_per_token():
+    m = load_model("llama-3.1-8b")
+    # 2 x (non-embedding weights + LM head): 2 x (8,030,261,248 - 2 x 525,336,576 + 525,336,576)
+    assert m.flops_per_token(0) == 2 * (8_030_261_248 - 525_336_576) == 15_009_849_344
+    # each new token at context 1,000: QK^T and PV, 2 x 2 x 128 per head per key, 32 heads x 32
+    assert m.flops_per_token(1000) - m.flops_per_token(0) == 4 * 128 * 1000 * 32 * 32
+
+
 @pytest.mark.parametrize(
     ("name", "total_b", "active_b"),
     [  # published sizes (billions), loose: model cards round and some count embeddings
