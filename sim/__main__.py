@@ -26,13 +26,17 @@ def fail(message: str) -> None:
 
 
 def run_task(cfg: DictConfig) -> dict:
+    sim_cfg = to_sim_config(cfg)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    return TASKS[sim_cfg.task](sim_cfg, out_dir)
+
+
+def simulate_task(sim_cfg, out_dir: Path) -> dict:
     from sim.console import ProgressBar, print_summary
     from sim.outputs import write_json, write_parquet
     from sim.report import write_report
     from sim.run import simulate
 
-    sim_cfg = to_sim_config(cfg)
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
     with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty()) as bar:
         result = simulate(sim_cfg, progress=bar.update)
     write_parquet(out_dir / "requests.parquet", result.requests)
@@ -42,6 +46,26 @@ def run_task(cfg: DictConfig) -> dict:
     write_json(out_dir / "summary.json", result.summary)
     print_summary(result.summary, out_dir)
     return result.summary
+
+
+def kernel_check_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.kernel_check import run_kernel_check
+
+    result = run_kernel_check(sim_cfg, out_dir)
+    kc = result["kernel_check"]
+    print(
+        f"kernel_check: {kc['num_rows']} rows of {result['timings']} on {result['hardware']} "
+        f"({result['cost_profile']}): overall MAPE {kc['overall_mape_pct']:.2f}%"
+    )
+    for op, mape in kc["per_op"].items():
+        print(f"  {op:<20} {mape:6.2f}%")
+    if result["hardware"] not in result["table_gpus"]:
+        print(f"  note: the table was measured on {', '.join(result['table_gpus'])}")
+    print(f"Outputs: {out_dir}/ (summary.json, report.md, kernel_check.png)")
+    return result
+
+
+TASKS = {"simulate": simulate_task, "kernel_check": kernel_check_task}
 
 
 @hydra.main(config_path=str(SCENARIO_DIR), config_name="config", version_base="1.3")
@@ -62,7 +86,8 @@ def main() -> None:
 
         try:
             for cfg in check_overrides(overrides):
-                Setup.from_config(cfg)
+                if cfg.task == "simulate":
+                    Setup.from_config(cfg)
         except UserError as exc:
             if os.environ.get("SIM_DEBUG"):
                 raise

@@ -17,7 +17,7 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate",)
+TASKS = ("simulate", "kernel_check")
 
 
 def _opt(default=None, **checks):
@@ -62,6 +62,13 @@ class OutputConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelCheckConfig:
+    timings: str | None = None  # a measured kernel table (file or folder) to price
+    family: str | None = None  # price with this kernel family of the profile (default: the
+    # table's own family when the profile has it)
+
+
+@dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
     seed: int = _opt(0, min=0)
@@ -70,12 +77,13 @@ class SimConfig:
     engine: str = "vllm"
     entry_point: str = _opt("server", choices=("server", "offline"))
     dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp4", "int4"))
-    cost_profile: str = "prior"
+    cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
     max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
     parallel: Parallel = field(default_factory=Parallel)
     engine_args: Mapping[str, object] = field(default_factory=dict)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    kernel_check: KernelCheckConfig = field(default_factory=KernelCheckConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:

@@ -1,66 +1,35 @@
-"""A step's time: per-operator rooflines x efficiencies, summed over layers, plus CPU time.
+"""A step's time: every kernel of one forward pass priced by the KernelPricer, plus CPU time.
 
-Each operator costs max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)). The
-efficiencies come from a CostProfile under calibration/profiles/ (the prior until issue #3 fits
-per-GPU profiles from measured kernels). Per layer kind:
+Per layer kind (identical layers are priced once and multiplied):
 
-    linear (QKV, O, dense MLP, shared expert, router)   weights streamed once per step
-    MoE experts        FLOPs of top-k routing; bytes of the distinct experts the batch touches
-    attention prefill  per sequence: q new tokens over c cached (causal, window-bounded)
-    attention decode   reads each sequence's KV cache
-    elementwise        norms, residuals, activation: memory-bound
-    all-reduce         twice per layer with TP > 1
-plus the LM head and sampler once per step, kernel launches not hidden by CUDA graphs, and the
-engine's CPU time (overlapped with the GPU when the engine schedules asynchronously).
+    GEMMs        QKV (or the MLA / linear-attention projections), O, dense MLP or shared
+                 expert, router: one GEMM each at the step's token count
+    MoE experts  the routed experts of the batch's tokens
+    attention    per sequence: prefill chunks (q new tokens over c cached) and decodes (each
+                 sequence's own KV read), plus one launch floor per step
+    elementwise  fused add+norm twice, activation, rotary embedding
+    all-reduce   twice per layer with TP > 1
+plus the embedding, LM head and sampler once per step, the kernel launches CUDA graphs do not
+hide (with GEMMs padded to the captured batch size), and the engine's CPU time, overlapped with
+the GPU when the engine schedules asynchronously. Kernels are priced by the GPU's calibrated
+profile where one exists (sim.gpu_profile), else by the roofline prior.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
-import yaml
 
-from sim.errors import UserError
-from sim.hardware import Hardware
+from sim.cost_profile import CostProfile
+from sim.kernels import KernelPricer
 from sim.memory import kv_heads_per_gpu
-from sim.model import DTYPE_BYTES, Attention, Layer, ModelSpec
-from sim.paths import CALIBRATION_DIR
+from sim.model import Attention, Layer, ModelSpec
 from sim.scheduler import StepPlan
 from sim.settings import EngineSettings
 
 ACT_BYTES = 2
-
-
-@dataclass(frozen=True, slots=True)
-class CostProfile:
-    name: str
-    calibrated: bool
-    gemm_flops_efficiency: float
-    memory_bandwidth_efficiency: float
-    attention_prefill_flops_efficiency: float
-    attention_decode_bandwidth_efficiency: float
-    allreduce_bandwidth_efficiency: float
-    allreduce_latency_s: float
-    kernel_launch_s: float
-    eager_kernels_per_layer: int
-    compiled_kernels_per_layer: int
-    piecewise_eager_kernels_per_layer: int
-
-    @classmethod
-    def load(cls, name: str, root: Path = CALIBRATION_DIR / "profiles") -> CostProfile:
-        path = root / f"{name}.yaml"
-        if not path.is_file():
-            names = ", ".join(sorted(p.stem for p in root.glob("*.yaml")))
-            raise UserError(f"cost_profile={name!r} not found; choose one of: {names}")
-        data = yaml.safe_load(path.read_text())
-        expected = {f.name for f in fields(cls)}
-        missing = sorted(expected - set(data or {}))
-        if missing:
-            raise UserError(f"{path}: missing fields {', '.join(missing)}")
-        return cls(**{k: data[k] for k in expected})
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,158 +65,97 @@ class StepCost:
         return max(self.gpu_s, self.cpu_s) if self.async_cpu else self.gpu_s + self.cpu_s
 
 
-def _causal_pairs(first: np.ndarray, last: np.ndarray, window: int | None, chunked: bool):
-    """Sum over positions p in [first, last] (1-based) of how many keys position p attends to."""
+@dataclass(frozen=True, slots=True)
+class _LayerTerms:
+    """What one layer kind runs, on one GPU, per token of the step."""
 
-    def upto(x):  # sum for positions 1..x
-        x = x.astype(np.float64)
-        if window is None:
-            return x * (x + 1) / 2
-        if chunked:  # keys from the start of p's chunk
-            full, rest = np.floor_divide(x, window), np.mod(x, window)
-            return full * window * (window + 1) / 2 + rest * (rest + 1) / 2
-        capped = np.minimum(x, window)
-        return capped * (capped + 1) / 2 + (x - capped) * window
-
-    return float(np.sum(upto(last) - upto(first - 1)))
+    layer: Layer
+    count: int
+    gemm_n: np.ndarray  # output width of each dense GEMM
+    gemm_k: np.ndarray  # input width of each
+    elementwise: tuple[tuple[str, float], ...]  # (kind, bytes per token)
 
 
 class CostModel:
     def __init__(
         self,
         model: ModelSpec,
-        hardware: Hardware,
         settings: EngineSettings,
         tp: int,
         weight_dtype: str,
-        profile: CostProfile,
+        pricer: KernelPricer,
+        prior: CostProfile,
     ):
-        self.model, self.hw, self.settings, self.tp, self.profile = (
+        self.model, self.settings, self.tp, self.pricer, self.prior = (
             model,
-            hardware,
             settings,
             tp,
-            profile,
+            pricer,
+            prior,
         )
         dtype = model.resolve_weight_dtype(weight_dtype)
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
-        self.dense_wb = DTYPE_BYTES["bf16" if experts_only else dtype]
-        self.expert_wb = DTYPE_BYTES[dtype]
-        self.embed_wb = DTYPE_BYTES["fp16" if dtype == "fp16" else "bf16"]
-        self.dense_peak = self._peak("bf16" if experts_only else dtype)
-        self.expert_peak = self._peak(dtype)
-        self.attn_peak = hardware.peak_flops_per_s("bf16")
-        self.kv_b = model.kv_dtype_bytes(settings.kv_cache_dtype)
+        self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)
+        self.expert_dtype = _gemm_dtype(dtype)
+        self.kv_dtype = "fp8" if settings.kv_cache_dtype == "fp8" else "bf16"
         self.heads = model.num_q_heads // tp
         self.kv_heads = kv_heads_per_gpu(model, tp)
         self.capture_sizes = list(settings.cudagraph_capture_sizes)
-        self.layer_terms = [
-            (layer, count, *self._dense_params(layer))
-            for layer, count in model.layer_groups.items()
-        ]
+        self.terms = [self._terms(layer, count) for layer, count in model.layer_groups.items()]
+        self._memo: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
 
-    def _peak(self, dtype: str) -> float:
-        """Tensor-core peak a GEMM with weights of `dtype` runs at (weight-only formats: bf16)."""
-        compute = dtype if dtype in ("fp8", "fp4") and dtype in self.hw.flops_per_s else "bf16"
-        return self.hw.peak_flops_per_s(compute)
-
-    # ---- per-layer pieces ------------------------------------------------------------------
-    def _roofline(self, flops: float, peak: float, flop_eff: float, nbytes: float) -> float:
-        return max(
-            flops / (peak * flop_eff),
-            nbytes / (self.hw.hbm_bytes_per_s * self.profile.memory_bandwidth_efficiency),
-        )
-
-    def _dense_params(self, layer: Layer) -> tuple[int, int, int]:
-        """(parameters, GEMM input+output width, MLP width) of one layer's dense part, one GPU."""
-        m, tp = self.model, self.tp
-        params = m.attention_params(layer)
-        h = m.hidden_size
+    def _terms(self, layer: Layer, count: int) -> _LayerTerms:
+        m, tp, h = self.model, self.tp, self.model.hidden_size
+        q_width = self.heads * m.head_dim
+        shapes: list[tuple[float, float]] = []
+        if layer.attention is Attention.MLA:
+            a = m.mla
+            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+            if a.q_lora_rank:
+                shapes += [(a.q_lora_rank, h), (self.heads * qk, a.q_lora_rank)]
+            else:
+                shapes.append((self.heads * qk, h))
+            shapes += [
+                (a.latent_dim, h),
+                (self.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank),
+                (h, self.heads * a.v_head_dim),
+            ]
+        elif layer.attention is Attention.LINEAR:
+            lin = m.linear
+            width = 2 * lin.num_key_heads * lin.key_head_dim + 2 * lin.num_value_heads * (
+                lin.value_head_dim + 1
+            )
+            shapes += [(width / tp, h), (h, lin.num_value_heads * lin.value_head_dim / tp)]
+        else:
+            q_out = q_width * (2 if m.gated_attention_output else 1)
+            shapes += [(q_out + 2 * self.kv_heads * m.head_dim, h), (h, q_width)]
         if layer.moe:
             e = m.moe
-            params += 3 * h * e.shared_intermediate_size + h * e.num_experts
-            mlp_width = (
-                e.shared_intermediate_size + e.experts_per_token * e.expert_intermediate_size
-            )
+            if e.shared_intermediate_size:
+                shapes += [
+                    (2 * e.shared_intermediate_size / tp, h),
+                    (h, e.shared_intermediate_size / tp),
+                ]
+            shapes.append((e.num_experts, h))  # router
+            act_width = (
+                e.experts_per_token * e.expert_intermediate_size + e.shared_intermediate_size
+            ) / tp
         else:
-            params += 3 * h * m.intermediate_size
-            mlp_width = m.intermediate_size
-        width = 4 * h + (m.q_width + 2 * m.kv_width + m.q_width + 3 * mlp_width) // tp
-        return params // tp, width, mlp_width // tp
+            shapes += [(2 * m.intermediate_size / tp, h), (h, m.intermediate_size / tp)]
+            act_width = m.intermediate_size / tp
+        rope = (self.heads + self.kv_heads) * m.head_dim * 2 * ACT_BYTES
+        elementwise = (
+            ("norm", 2 * 4 * h * ACT_BYTES),
+            ("act", 3 * act_width * ACT_BYTES),
+            ("rope", rope if layer.attention is not Attention.LINEAR else 0.0),
+        )
+        n, k = (np.array(v, dtype=np.float64) for v in zip(*shapes, strict=True))
+        return _LayerTerms(layer, count, n, k, elementwise)
 
-    def _attention(self, layer: Layer, pre_q, pre_c, dec_c) -> tuple[float, float]:
-        """(prefill, decode) attention seconds of one layer."""
-        m, p = self.model, self.profile
-        window = layer.window_tokens
-        chunked = layer.attention is Attention.CHUNKED
-        bw = self.hw.hbm_bytes_per_s
-        prefill = decode = 0.0
-        if layer.attention is Attention.LINEAR:
-            # a fixed state per sequence, read and written once; O(1) work per token
-            lin = m.linear
-            state_bytes = 2 * lin.state_values * self.kv_b / self.tp
-            flops_per_token = 4 * lin.num_value_heads / self.tp * lin.key_head_dim
-            flops_per_token *= lin.value_head_dim
-            eff = p.attention_prefill_flops_efficiency
-            return (
-                self._roofline(
-                    flops_per_token * float(pre_q.sum()),
-                    self.attn_peak,
-                    eff,
-                    state_bytes * len(pre_q),
-                )
-                if len(pre_q)
-                else 0.0,
-                self._roofline(
-                    flops_per_token * len(dec_c), self.attn_peak, eff, state_bytes * len(dec_c)
-                )
-                if len(dec_c)
-                else 0.0,
-            )
-        if layer.attention is Attention.MLA:
-            mla = m.mla
-            kv_per_token = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
-            qk_v = mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim
-            decompress = 2 * mla.kv_lora_rank * self.heads * (mla.qk_nope_head_dim + mla.v_head_dim)
-            score_flops_per_pair = 2 * self.heads * qk_v
-            decode_flops_per_key = 2 * self.heads * (mla.latent_dim + mla.kv_lora_rank)
-        else:
-            kv_per_token = 2 * self.kv_heads * m.head_dim * self.kv_b
-            decompress = 0
-            score_flops_per_pair = 4 * self.heads * m.head_dim
-            decode_flops_per_key = score_flops_per_pair
-        if len(pre_q):
-            pairs = _causal_pairs(pre_c + 1, pre_c + pre_q, window, chunked)
-            keys = pre_c + pre_q if window is None else np.minimum(pre_c + pre_q, window)
-            flops = score_flops_per_pair * pairs + decompress * float(pre_c.sum())
-            nbytes = float(keys.sum()) * kv_per_token
-            nbytes += float(pre_q.sum()) * 2 * self.heads * m.head_dim * ACT_BYTES
-            prefill = self._roofline(
-                flops, self.attn_peak, p.attention_prefill_flops_efficiency, nbytes
-            )
-        if len(dec_c):
-            keys = dec_c + 1 if window is None else np.minimum(dec_c + 1, window)
-            if chunked:
-                keys = np.mod(dec_c, window) + 1
-            n_keys = float(keys.sum())
-            decode = max(
-                decode_flops_per_key
-                * n_keys
-                / (self.attn_peak * p.attention_prefill_flops_efficiency),
-                n_keys * kv_per_token / (bw * p.attention_decode_bandwidth_efficiency),
-            )
-        return prefill, decode
-
-    def _allreduce_s(self, nbytes: float) -> float:
-        if self.tp == 1:
-            return 0.0
-        ring = 2 * (self.tp - 1) / self.tp * nbytes
-        link = self.hw.peer_bytes_per_s * self.profile.allreduce_bandwidth_efficiency
-        return self.profile.allreduce_latency_s + ring / link
-
+    # ---- per-step pieces -------------------------------------------------------------------
     def _launch_s(self, num_tokens: int, decode_only: bool) -> tuple[float, int]:
         """(launch seconds, token count GEMMs run at after CUDA-graph padding)."""
-        s, p = self.settings, self.profile
+        s, p = self.settings, self.prior
         layers = self.model.num_layers
         if (
             s.cudagraph_mode != "NONE"
@@ -261,61 +169,116 @@ class CostModel:
         per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
-    # ---- one step --------------------------------------------------------------------------
+    def _attention(self, layer: Layer, pre_q, pre_c, dec_c) -> tuple[float, float]:
+        """(prefill, decode) seconds of one layer's attention, launch floor included."""
+        m, pr = self.model, self.pricer
+        n_pre, n_dec = len(pre_q), len(dec_c)
+        if layer.attention is Attention.LINEAR:
+            lin = m.linear
+            flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
+            state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
+            pre = pr.linear_attention_s(float(pre_q.sum()), n_pre, flops, state) if n_pre else 0.0
+            dec = pr.linear_attention_s(n_dec, n_dec, flops, state) if n_dec else 0.0
+            return pre, dec
+        if layer.attention is Attention.MLA:
+            a = m.mla
+            latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
+            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+            pre = (
+                float(
+                    pr.mla_prefill_s(
+                        pre_q, pre_c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
+                    ).sum()
+                )
+                if n_pre
+                else 0.0
+            )
+            dec = (
+                float(
+                    pr.mla_decode_s(dec_c, self.heads, a.latent_dim, a.kv_lora_rank, latent).sum()
+                )
+                if n_dec
+                else 0.0
+            )
+            return pre, dec
+        kw = {
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": m.head_dim,
+            "window": layer.window_tokens or 0,
+            "chunked": layer.attention is Attention.CHUNKED,
+            "kv_dtype": self.kv_dtype,
+            "backend": self.settings.attention_backend,
+        }
+        pre = float(pr.prefill_s(pre_q, pre_c, n_pre, **kw).sum()) if n_pre else 0.0
+        dec = float(pr.decode_s(dec_c, n_dec, mixed=n_pre > 0, **kw).sum()) if n_dec else 0.0
+        floor = pr.attention_floor_s(
+            "attention_prefill" if n_pre else "attention_decode", kw["backend"], self.kv_dtype
+        )
+        return (pre + floor, dec) if n_pre else (pre, dec + floor)
+
     def step_cost(self, plan: StepPlan) -> StepCost:
         q = np.asarray(plan.num_new_tokens, dtype=np.int64)
         c = np.asarray(plan.num_context_tokens, dtype=np.int64)
         is_decode = q == 1
         return self.cost(q[~is_decode], c[~is_decode], c[is_decode])
 
+    def _token_costs(self, t: int, batch: int) -> tuple[float, float, float, float, float]:
+        """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs
+        t tokens for `batch` sequences: they depend on nothing else, so they are memoised."""
+        key = (t, batch)
+        if key in self._memo:
+            return self._memo[key]
+        m, pr, tp, h = self.model, self.pricer, self.tp, self.model.hidden_size
+        linear = moe = elementwise = 0.0
+        for term in self.terms:
+            linear += term.count * float(
+                pr.gemm_s(t, term.gemm_n, term.gemm_k, self.dense_dtype).sum()
+            )
+            if term.layer.moe:
+                e = m.moe
+                moe += term.count * float(
+                    pr.moe_s(
+                        t,
+                        h,
+                        e.expert_intermediate_size / tp,
+                        e.experts_per_token,
+                        e.num_experts,
+                        self.expert_dtype,
+                    ).sum()
+                )
+            for kind, per_token in term.elementwise:
+                if per_token:
+                    elementwise += term.count * float(pr.elementwise_s(t * per_token, kind))
+        elementwise += float(pr.elementwise_s(t * 2 * h * ACT_BYTES, "embedding"))
+        vocab = m.vocab_size
+        lm_head = float(pr.gemm_s(batch, vocab / tp, h, "bf16").sum()) if batch else 0.0
+        lm_head += float(pr.elementwise_s(max(batch, 1) * vocab * 4 * 3, "sampler"))
+        allreduce = 0.0
+        if tp > 1:
+            allreduce = 2 * m.num_layers * float(pr.allreduce_s(t * h * ACT_BYTES, tp))
+        self._memo[key] = (linear, moe, elementwise, lm_head, allreduce)
+        return self._memo[key]
+
     def cost(self, pre_q: np.ndarray, pre_c: np.ndarray, dec_c: np.ndarray) -> StepCost:
         """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached)."""
-        m, p, tp = self.model, self.profile, self.tp
         batch = len(pre_q) + len(dec_c)
         num_tokens = int(pre_q.sum()) + len(dec_c)
         launch, t = self._launch_s(num_tokens, decode_only=len(pre_q) == 0)
-        h = m.hidden_size
-        linear = moe = prefill = decode = elementwise = 0.0
-        for layer, count, params, width, mlp_width in self.layer_terms:
-            linear += count * self._roofline(
-                2 * t * params,
-                self.dense_peak,
-                p.gemm_flops_efficiency,
-                params * self.dense_wb + t * width * ACT_BYTES,
-            )
-            if layer.moe:
-                e = m.moe
-                expert_params = 3 * h * e.expert_intermediate_size // tp
-                touched = e.num_experts * (1 - (1 - e.experts_per_token / e.num_experts) ** t)
-                moe += count * self._roofline(
-                    2 * t * e.experts_per_token * expert_params,
-                    self.expert_peak,
-                    p.gemm_flops_efficiency,
-                    touched * expert_params * self.expert_wb,
-                )
-            pre_s, dec_s = self._attention(layer, pre_q, pre_c, dec_c)
-            prefill += count * pre_s
-            decode += count * dec_s
-            elementwise += count * t * (8 * h + 3 * mlp_width) * ACT_BYTES
-        bw = self.hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency
-        vocab = m.vocab_size
-        lm_head = (
-            self._roofline(
-                2 * batch * h * vocab / tp,
-                self.dense_peak,
-                p.gemm_flops_efficiency,
-                h * vocab / tp * self.embed_wb,
-            )
-            + 3 * batch * vocab * 4 / bw
-        )  # sampler: logits, softmax, top-p
+        linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
+        prefill = decode = 0.0
+        for term in self.terms:
+            pre_s, dec_s = self._attention(term.layer, pre_q, pre_c, dec_c)
+            prefill += term.count * pre_s
+            decode += term.count * dec_s
         s = self.settings
         return StepCost(
             linear_s=linear,
             moe_s=moe,
             attention_prefill_s=prefill,
             attention_decode_s=decode,
-            elementwise_s=elementwise / bw,
-            allreduce_s=2 * m.num_layers * self._allreduce_s(t * h * ACT_BYTES),
+            elementwise_s=elementwise,
+            allreduce_s=allreduce,
             lm_head_s=lm_head,
             launch_s=launch,
             cpu_s=s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch,
@@ -324,3 +287,8 @@ class CostModel:
 
     def step_time_s(self, plan: StepPlan) -> float:
         return self.step_cost(plan).total_s
+
+
+def _gemm_dtype(dtype: str) -> str:
+    """The GEMM table a weight format is priced from (fp16 runs like bf16)."""
+    return "bf16" if dtype in ("bf16", "fp16") else dtype

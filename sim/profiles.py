@@ -128,7 +128,7 @@ def _vllm_v1_defaults(version, hw: Hardware, model: ModelSpec, tp: int, entry_po
         ("long_prefill_token_threshold", 0),
     ):
         v[key], r[key] = value, f"{at} default"
-    _, block_size, _ = _attention_backend(hw, model, "auto")
+    _, block_size, _ = attention_backend(hw, model, "auto")
     v["block_size"] = block_size
     r["block_size"] = f"{at}: {'MLA backend needs it' if block_size != 16 else 'platform default'}"
     v["cudagraph_mode"], r["cudagraph_mode"] = "FULL_AND_PIECEWISE", f"{at}: optimization level O2"
@@ -151,7 +151,7 @@ def _vllm_v1_defaults(version, hw: Hardware, model: ModelSpec, tp: int, entry_po
     return v, r
 
 
-def _attention_backend(hw: Hardware, model: ModelSpec, kv_dtype: str) -> tuple[str, int, str]:
+def attention_backend(hw: Hardware, model: ModelSpec, kv_dtype: str) -> tuple[str, int, str]:
     """(backend, block size, rule) for a CUDA or ROCm GPU, following vLLM's selector."""
     if hw.vendor == "amd":
         return "ROCM_ATTN", 16, "derived from the GPU: ROCm platform"
@@ -203,7 +203,7 @@ def _apply_override(values: dict, rules: dict, key: str, value) -> None:
 def _derive(values: dict, rules: dict, overrides, hw: Hardware, model: ModelSpec, at: str) -> None:
     """Settings vLLM derives from the others once the user's arguments are in."""
     if "attention_backend" not in overrides:
-        backend, _, why = _attention_backend(hw, model, values["kv_cache_dtype"])
+        backend, _, why = attention_backend(hw, model, values["kv_cache_dtype"])
         values["attention_backend"], rules["attention_backend"] = backend, why
     mode = values["cudagraph_mode"]
     max_capture = values.pop("max_cudagraph_capture_size", min(2 * values["max_num_seqs"], 512))

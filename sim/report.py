@@ -182,18 +182,20 @@ def write_report(result, out_dir: Path) -> Path:
         )
         for r in setup.settings.records()
     ]
+    pricing = setup.pricing
     calibrated = (
-        "calibrated"
-        if setup.profile.calibrated
-        else "**uncalibrated prior** (roofline x fixed efficiencies; absolute times are "
-        "estimates until a fitted profile is used)"
+        f"calibrated on measured kernels ({pricing.source})"
+        if pricing.calibrated
+        else f"**{pricing.source}** (roofline x fixed efficiencies: absolute times are estimates)"
     )
+    priced = ", ".join(f"{k}: {v}" for k, v in sim["priced_with"].items())
     text = f"""# Simulation report
 
 {setup.model.name} on {cfg.parallel.dp} x {cfg.parallel.tp} x {setup.hardware.display_name}
 (dp x tp), engine {s["backend"].removeprefix("sim:")} ({cfg.entry_point} entry point),
 weights {setup.model.resolve_weight_dtype(cfg.dtype)}. Workload: {result.workload.description};
-seed {cfg.seed}. Cost profile `{setup.profile.name}`: {calibrated}.
+seed {cfg.seed}. Cost profile `{pricing.profile}`: {calibrated}.
+Kernel classes priced with: {priced}.
 
 ## Headline (vllm bench serve fields)
 

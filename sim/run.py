@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 
 from sim.config import SimConfig
-from sim.cost import CostModel, CostProfile
+from sim.cost import CostModel
+from sim.cost_profile import CostProfile
 from sim.driver import Progress, check_conservation, run_simpy
 from sim.engine import Engine
 from sim.errors import UserError
+from sim.gpu_profile import PricingChoice, choose_pricer
 from sim.hardware import Hardware, load_hardware
 from sim.memory import MemoryPlan, plan_memory
 from sim.metrics import StepLog, bench_summary, requests_frame, sim_figures
@@ -32,7 +34,8 @@ class Setup:
     model: ModelSpec
     settings: EngineSettings
     memory: MemoryPlan
-    profile: CostProfile
+    prior: CostProfile
+    pricing: PricingChoice
 
     @classmethod
     def from_config(cls, cfg: SimConfig) -> Setup:
@@ -45,16 +48,20 @@ class Setup:
             )
         settings = resolve(cfg.engine, hardware, model, tp, cfg.entry_point, cfg.engine_args)
         memory = plan_memory(hardware, model, settings, tp, cfg.dtype)
-        return cls(cfg, hardware, model, settings, memory, CostProfile.load(cfg.cost_profile))
+        prior = CostProfile.load("prior")
+        pricing = choose_pricer(
+            hardware, cfg.cost_profile, prior, settings.engine, settings.version
+        )
+        return cls(cfg, hardware, model, settings, memory, prior, pricing)
 
     def cost_model(self) -> CostModel:
         return CostModel(
             self.model,
-            self.hardware,
             self.settings,
             self.config.parallel.tp,
             self.config.dtype,
-            self.profile,
+            self.pricing.pricer,
+            self.prior,
         )
 
     def engines(self, steps: StepLog) -> list[Engine]:
@@ -101,8 +108,7 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         - int(statuses.get("finished", 0))
         - int(statuses.get("rejected", 0)),
         "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
-        "cost_profile": setup.profile.name,
-        "cost_profile_calibrated": setup.profile.calibrated,
+        **setup.pricing.record(),
         "workload": workload.description,
         "wall_time_s": time.perf_counter() - started,
     }

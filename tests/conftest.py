@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sim.config import SimConfig
-from sim.cost import CostProfile
+from sim.cost_profile import CostProfile
 from sim.driver import run_loop
 from sim.metrics import StepLog
 from sim.paths import SHARED_DATA_DIR
@@ -36,7 +36,10 @@ def shared_data(relpath: str) -> Path:
 
 
 def config(workload: dict | None = None, **top) -> SimConfig:
+    """A small run. Mechanism tests price steps with the roofline prior (fast and enough for
+    scheduling); tests of the calibrated cost model say cost_profile="auto"."""
     data = {
+        "cost_profile": "prior",
         "workload": {
             "num_requests": 50,
             "rate": 20.0,
@@ -44,7 +47,7 @@ def config(workload: dict | None = None, **top) -> SimConfig:
             "output_len": 32,
             "length_dist": "fixed",
             **(workload or {}),
-        }
+        },
     }
     data.update(top)
     return SimConfig.from_mapping(data)

@@ -19,3 +19,21 @@ def test_default_rate_is_near_70_percent_of_capacity():
     capacity = (hi - lo) / (finish[hi] - finish[lo])
     load = default.workload.rate / capacity
     assert 0.6 <= load <= 0.8, (default.workload.rate, capacity)
+
+
+def test_default_run_prices_steps_with_the_calibrated_h100_profile():
+    (cfg,) = check_overrides(["workload.num_requests=40"])
+    sim = simulate(cfg).summary["sim"]
+    assert sim["cost_profile"] == "h100-sxm" and sim["cost_profile_calibrated"]
+    assert sim["kernel_family"] == "vllm@0.24.0"  # newest measured vLLM kernels <= 0.33.0
+    assert sim["priced_with"]["gemm"] == "gemm/bf16"
+    assert sim["priced_with"]["attention_decode"] == "attention_decode/FLASH_ATTN_FA3/bf16"
+
+
+def test_gpus_without_tables_fall_back_to_the_prior():
+    (cfg,) = check_overrides(
+        ["hardware=l40s", "workload.num_requests=10", "engine_args.max_model_len=16384"]
+    )
+    sim = simulate(cfg).summary["sim"]
+    assert sim["cost_profile"] == "prior" and not sim["cost_profile_calibrated"]
+    assert "no measured profile for l40s" in sim["cost_profile_source"]

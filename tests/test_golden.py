@@ -7,6 +7,7 @@ import pytest
 
 from sim.cost import CostModel
 from sim.hardware import load_hardware
+from sim.kernels import KernelPricer
 from sim.model_config import load_model
 from sim.profiles import resolve
 from tests.conftest import unit_profile
@@ -67,20 +68,24 @@ def test_moe_parameter_counts(name, total_b, active_b):
 
 def test_hand_worked_decode_step_time():
     """One request decoding at context 1023 (1,024 keys), Llama-3.1-8B, one H100-SXM, bf16,
-    eager, every efficiency 1, no launch or CPU cost. Worked by hand:
+    eager, the prior with every efficiency 1, no launch or CPU cost. Worked by hand, every
+    kernel memory-bound at 3.35e12 B/s:
 
-    per layer, weights 4096*(4096+1024+1024) + 4096*4096 + 3*4096*14336 = 218,103,808 params
-        -> 436,207,616 B, plus activations in/out of the GEMMs (1 token):
-           (4*4096 + 4096+2048+4096 + 3*14336) * 2 B = 139,264 B
-    per layer, KV read 1,024 tokens x (2 x 8 x 128 x 2 B) = 4,194,304 B
-    per layer, elementwise (8*4096 + 3*14336) * 2 B = 151,552 B
-    LM head 128,256 x 4096 x 2 B = 1,050,673,152 B; sampler 3 x 128,256 x 4 B = 1,539,072 B
-    all memory-bound at 3.35e12 B/s.
+    per layer, GEMM weights 4096*(4096+1024+1024) + 4096*4096 + 3*4096*14336 = 218,103,808
+        params -> 436,207,616 B; GEMM activations in and out (1 token):
+        (4096+6144) + (4096+4096) + (4096+28672) + (14336+4096) = 69,632 values -> 139,264 B
+    per layer, decode attention: K and V of 1,024 tokens x 8 heads x 128 x 2 B = 4,194,304 B,
+        plus the query and output of 32 heads x 128 x 2 B x 2 = 16,384 B
+    per layer, elementwise: two fused add+norms 2 x 4 x 4096 x 2 B = 65,536 B, SiLU-and-mul
+        3 x 14336 x 2 B = 86,016 B, rotary embedding (32 + 8) x 128 x 2 x 2 B = 20,480 B
+    once: embedding 2 x 4096 x 2 B = 16,384 B; LM head 128,256 x 4096 x 2 B = 1,050,673,152 B
+        plus its 4096 + 128,256 activations x 2 B = 264,704 B; sampler 3 x 128,256 x 4 B
     """
     bw = 3.35e12
-    per_layer = (436_207_616 + 139_264 + 4_194_304 + 151_552) / bw
-    expected = 32 * per_layer + (1_050_673_152 + 1_539_072) / bw
-    assert expected == pytest.approx(4.5237e-3, rel=1e-4)
+    per_layer = 436_207_616 + 139_264 + 4_194_304 + 16_384 + 65_536 + 86_016 + 20_480
+    once = 16_384 + 1_050_673_152 + 264_704 + 3 * 128_256 * 4
+    expected = (32 * per_layer + once) / bw
+    assert expected == pytest.approx(4.5241e-3, rel=1e-4)
 
     hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
     settings = resolve(
@@ -94,16 +99,16 @@ def test_hand_worked_decode_step_time():
             "cpu_per_seq_overhead_s": 0.0,
         },
     )
-    cost = CostModel(model, hw, settings, 1, "bf16", unit_profile())
+    cost = CostModel(model, settings, 1, "bf16", KernelPricer(hw, unit_profile()), unit_profile())
     got = cost.cost(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.array([1023]))
     assert got.total_s == pytest.approx(expected, rel=1e-9)
-    assert got.attention_decode_s == pytest.approx(32 * 4_194_304 / bw, rel=1e-9)
+    assert got.attention_decode_s == pytest.approx(32 * (4_194_304 + 16_384) / bw, rel=1e-9)
 
 
 def test_cuda_graph_padding_and_async_overlap():
     hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
     s = resolve("vllm", hw, model, 1)
-    cost = CostModel(model, hw, s, 1, "auto", unit_profile())
+    cost = CostModel(model, s, 1, "auto", KernelPricer(hw, unit_profile()), unit_profile())
     empty = np.zeros(0, dtype=np.int64)
     at_9 = cost.cost(empty, empty, np.full(9, 100))
     at_16 = cost.cost(empty, empty, np.full(16, 100))

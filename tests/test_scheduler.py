@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from sim.config import SimConfig
 from sim.driver import check_conservation, run_loop
-from sim.memory import MemoryPlan
 from sim.metrics import StepLog
 from sim.request import Status
 from sim.run import Setup
@@ -19,13 +20,7 @@ from tests.conftest import config, run_plain
 def tiny_engine(cfg: SimConfig, num_blocks: int):
     """The configured engine with its KV pool cut to `num_blocks` blocks."""
     setup = Setup.from_config(cfg)
-    memory = MemoryPlan(
-        **{
-            **{k: getattr(setup.memory, k) for k in setup.memory.__slots__},
-            "num_blocks": num_blocks,
-        }
-    )
-    setup = Setup(setup.config, setup.hardware, setup.model, setup.settings, memory, setup.profile)
+    setup = replace(setup, memory=replace(setup.memory, num_blocks=num_blocks))
     (engine,) = setup.engines(StepLog())
     return engine
 

@@ -1,0 +1,283 @@
+"""Pricing single kernels on one GPU: a roofline per kernel class, times its efficiency.
+
+A calibrated profile holds, per kernel class, a Surface of log(measured / roofline) over the
+class's shape features (sim/roofline.py), fitted to measured kernel tables by sim/fitting.py;
+without one, the uncalibrated prior applies fixed efficiencies to the compute and memory terms.
+All functions take numpy arrays and broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.cost_profile import CostProfile
+from sim.hardware import Hardware
+from sim.roofline import (
+    ACT_BYTES,
+    WEIGHT_BYTES,
+    causal_pairs,
+    compute_dtype,
+    decode_shape,
+    gemm_shape,
+    log2,
+    moe_shape,
+    prefill_shape,
+)
+from sim.surface import Surface
+
+
+@dataclass(frozen=True, slots=True)
+class CommTable:
+    """Measured collective latency by message size for one GPU count (log-log interpolation;
+    beyond the largest size, time grows linearly with bytes)."""
+
+    nbytes: np.ndarray
+    seconds: np.ndarray
+
+    def __call__(self, nbytes) -> np.ndarray:
+        x = np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))
+        lx, ly = np.log(self.nbytes), np.log(self.seconds)
+        inside = np.exp(np.interp(x, lx, ly))
+        beyond = self.seconds[-1] * np.exp(x - lx[-1])
+        return np.where(x > lx[-1], beyond, inside)
+
+    def to_dict(self) -> dict:
+        return {
+            "bytes": [int(v) for v in self.nbytes],
+            "seconds": [float(f"{v:.5g}") for v in self.seconds],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CommTable:
+        return cls(
+            np.asarray(data["bytes"], dtype=np.float64),
+            np.asarray(data["seconds"], dtype=np.float64),
+        )
+
+
+@dataclass
+class KernelPricer:
+    """Prices kernels on `hardware` with calibrated surfaces where it has them, else the prior.
+
+    Surface keys: "gemm/<dtype>", "attention_prefill/<backend>/<kv dtype>",
+    "attention_decode/<backend>/<kv dtype>", "moe/<dtype>", "elementwise/<kind>"; comm tables:
+    "allreduce/<gpus>", "sendrecv/<gpus>". `used` records which key priced each class.
+    """
+
+    hardware: Hardware
+    prior: CostProfile
+    surfaces: dict[str, Surface] = field(default_factory=dict)
+    comm: dict[str, CommTable] = field(default_factory=dict)
+    floors: dict[str, float] = field(default_factory=dict)  # fixed cost of one attention launch
+    used: dict[str, str] = field(default_factory=dict)
+
+    def _find(self, kind: str, *key: str) -> str | None:
+        """The exact surface key, else one of the same kind with the same last key part."""
+        exact = "/".join((kind, *key))
+        if exact in self.surfaces:
+            self.used.setdefault(kind, exact)
+            return exact
+        suffix = key[-1] if key else ""
+        for name in sorted(self.surfaces):
+            if name.startswith(kind + "/") and name.endswith("/" + suffix):
+                self.used.setdefault(kind, f"{name} (nearest to {exact})")
+                return name
+        self.used.setdefault(kind, "prior")
+        return None
+
+    def _surface(self, kind: str, *key: str) -> Surface | None:
+        name = self._find(kind, *key)
+        return None if name is None else self.surfaces[name]
+
+    def attention_floor_s(self, kind: str, backend: str, kv_dtype: str, mla: bool = False):
+        """The launch floor of one attention kernel, paid once per step however many
+        sequences it covers (0 under the prior, whose launch costs are counted per layer)."""
+        name = None if mla else self._find(kind, backend, kv_dtype)
+        return self.floors.get(name, 0.0) if name else 0.0
+
+    def _price(self, surface, flops, nbytes, feats, peak, compute_eff) -> np.ndarray:
+        hw, p = self.hardware, self.prior
+        if surface is None:
+            return np.maximum(
+                flops / (peak * compute_eff),
+                nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+            )
+        roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
+        return roof * np.exp(surface(feats))
+
+    def gemm_s(self, m, n, k, dtype: str = "bf16") -> np.ndarray:
+        flops, nbytes, feats = gemm_shape(self.hardware, m, n, k, dtype)
+        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
+        return self._price(
+            self._surface("gemm", dtype),
+            flops,
+            nbytes,
+            feats,
+            peak,
+            self.prior.gemm_flops_efficiency,
+        )
+
+    def prefill_s(
+        self,
+        q,
+        c,
+        num_seqs,
+        heads,
+        kv_heads,
+        head_dim,
+        window=0,
+        chunked=False,
+        kv_dtype="bf16",
+        backend="FLASH_ATTN_FA3",
+        mla=False,
+    ) -> np.ndarray:
+        """Per-sequence seconds of prefill attention (sum them for a batch)."""
+        kvb = WEIGHT_BYTES[kv_dtype]
+        flops, nbytes, feats = prefill_shape(
+            self.hardware, q, c, num_seqs, heads, kv_heads, head_dim, window, chunked, kvb
+        )
+        surface = None if mla else self._surface("attention_prefill", backend, kv_dtype)
+        return self._price(
+            surface,
+            flops,
+            nbytes,
+            feats,
+            self.hardware.peak_flops_per_s("bf16"),
+            self.prior.attention_prefill_flops_efficiency,
+        )
+
+    def decode_s(
+        self,
+        ctx,
+        num_seqs,
+        heads,
+        kv_heads,
+        head_dim,
+        window=0,
+        chunked=False,
+        kv_dtype="bf16",
+        backend="FLASH_ATTN_FA3",
+        mla=False,
+        mixed=False,
+    ) -> np.ndarray:
+        """Per-sequence seconds of decode attention: a batch costs their sum plus one
+        attention_floor_s. `mixed`: the batch also holds a prefill chunk, which on some
+        backends runs decodes without split-KV (priced by a surface of its own if fitted)."""
+        kvb = WEIGHT_BYTES[kv_dtype]
+        flops, nbytes, feats = decode_shape(
+            self.hardware, ctx, num_seqs, heads, kv_heads, head_dim, window, chunked, kvb
+        )
+        surface = None
+        if mixed and not mla and f"attention_decode_mixed/{backend}/{kv_dtype}" in self.surfaces:
+            surface = self._surface("attention_decode_mixed", backend, kv_dtype)
+        elif not mla:
+            surface = self._surface("attention_decode", backend, kv_dtype)
+        if surface is None:
+            hw, p = self.hardware, self.prior
+            return np.maximum(
+                flops / (hw.peak_flops_per_s("bf16") * p.attention_prefill_flops_efficiency),
+                nbytes / (hw.hbm_bytes_per_s * p.attention_decode_bandwidth_efficiency),
+            )
+        return self._price(
+            surface, flops, nbytes, feats, self.hardware.peak_flops_per_s("bf16"), 1.0
+        )
+
+    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16") -> np.ndarray:
+        flops, nbytes, feats = moe_shape(self.hardware, tokens, hidden, inter, topk, experts, dtype)
+        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
+        return self._price(
+            self._surface("moe", dtype),
+            flops,
+            nbytes,
+            feats,
+            peak,
+            self.prior.gemm_flops_efficiency,
+        )
+
+    def elementwise_s(self, nbytes, kind: str) -> np.ndarray:
+        """Norms, residual adds, activations, rotary embedding, embedding lookup, sampler:
+        memory-bound kernels, priced by bytes moved."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        feats = log2(nbytes).reshape(-1, 1)
+        surface = self._surface("elementwise", kind)
+        out = self._price(surface, np.zeros(feats.shape[0]), nbytes.reshape(-1), feats, 1.0, 1.0)
+        return out.reshape(nbytes.shape)
+
+    def _comm(self, kind: str, nbytes, num_gpus: int) -> np.ndarray:
+        tables = {int(k.split("/")[1]): t for k, t in self.comm.items() if k.startswith(kind)}
+        if num_gpus in tables:
+            self.used.setdefault(kind, f"{kind}/{num_gpus}")
+            return tables[num_gpus](nbytes)
+        if tables:  # the nearest measured GPU count, scaled by the ring's traffic factor
+            near = min(tables, key=lambda g: (abs(g - num_gpus), g))
+            self.used.setdefault(kind, f"{kind}/{near} (scaled to {num_gpus} GPUs)")
+            scale = ((num_gpus - 1) / num_gpus) / ((near - 1) / near) if kind == "allreduce" else 1
+            return tables[near](nbytes) * scale
+        self.used.setdefault(kind, "prior")
+        p = self.prior
+        factor = 2 * (num_gpus - 1) / num_gpus if kind == "allreduce" else 1.0
+        link = self.hardware.peer_bytes_per_s * p.allreduce_bandwidth_efficiency
+        return p.allreduce_latency_s + factor * np.asarray(nbytes, dtype=np.float64) / link
+
+    def allreduce_s(self, nbytes, num_gpus: int) -> np.ndarray:
+        return self._comm("allreduce", nbytes, num_gpus)
+
+    def sendrecv_s(self, nbytes, num_gpus: int = 2) -> np.ndarray:
+        return self._comm("sendrecv", nbytes, num_gpus)
+
+    # ---- kernel classes without measured tables yet: roofline x prior efficiencies --------
+    def _prior(self, kind: str, flops, nbytes, compute_eff: float, memory_eff: float):
+        self.used.setdefault(kind, "prior")
+        hw = self.hardware
+        return np.maximum(
+            flops / (hw.peak_flops_per_s("bf16") * compute_eff),
+            nbytes / (hw.hbm_bytes_per_s * memory_eff),
+        )
+
+    def mla_prefill_s(
+        self, q, c, heads, qk_head_dim, v_head_dim, kv_lora_rank, latent_bytes_per_token
+    ) -> np.ndarray:
+        """Per sequence: MLA prefill decompresses the cached latent, then attends per head."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, 0, False)
+        flops = 2 * heads * (qk_head_dim + v_head_dim) * pairs
+        flops = flops + 2 * kv_lora_rank * heads * (qk_head_dim + v_head_dim) * c
+        nbytes = (c + q) * latent_bytes_per_token + q * 2 * heads * qk_head_dim * ACT_BYTES
+        p = self.prior
+        return self._prior(
+            "mla",
+            flops,
+            nbytes,
+            p.attention_prefill_flops_efficiency,
+            p.memory_bandwidth_efficiency,
+        )
+
+    def mla_decode_s(
+        self, ctx, heads, latent_dim, kv_lora_rank, latent_bytes_per_token
+    ) -> np.ndarray:
+        """Per sequence: absorbed MLA decode reads the latent of every cached token."""
+        keys = np.asarray(ctx, dtype=np.float64) + 1
+        flops = 2 * heads * (latent_dim + kv_lora_rank) * keys
+        p = self.prior
+        return self._prior(
+            "mla",
+            flops,
+            keys * latent_bytes_per_token,
+            p.attention_prefill_flops_efficiency,
+            p.attention_decode_bandwidth_efficiency,
+        )
+
+    def linear_attention_s(self, tokens, seqs, flops_per_token, state_bytes) -> float:
+        """Linear attention / SSM: O(1) work per token and one state read+write per sequence."""
+        p = self.prior
+        return float(
+            self._prior(
+                "linear_attention",
+                flops_per_token * tokens,
+                2 * state_bytes * seqs,
+                p.attention_prefill_flops_efficiency,
+                p.memory_bandwidth_efficiency,
+            )
+        )

@@ -1,0 +1,167 @@
+"""Fitting cost profiles on small synthetic tables whose answers are known."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sim.calibrate import Source, calibrate_gpu
+from sim.cost_profile import CostProfile
+from sim.gpu_profile import GpuProfile
+from sim.hardware import load_hardware
+from sim.kernels import CommTable
+from sim.roofline import decode_shape, gemm_shape
+from sim.surface import Surface, grid
+
+HW = load_hardware("h100-sxm")
+DEVICE = "NVIDIA H100 80GB HBM3"
+
+
+def gemm_roofline(m, n, k):
+    flops, nbytes, _ = gemm_shape(HW, m, n, k, "bf16")
+    return np.maximum(flops / HW.peak_flops_per_s("bf16"), nbytes / HW.hbm_bytes_per_s)
+
+
+def gemm_efficiency(m):
+    return 0.85 * m / (m + 48.0)  # small batches waste most of the tensor cores
+
+
+def decode_seconds(batch, ctx):
+    """A known decode kernel: a 9 us launch floor plus 75% of the bandwidth roofline."""
+    flops, nbytes, _ = decode_shape(HW, ctx, batch, 32, 8, 128, 0, False, 2.0)
+    roof = np.maximum(flops / HW.peak_flops_per_s("bf16"), nbytes / HW.hbm_bytes_per_s)
+    return 9e-6 + batch * roof / 0.75
+
+
+def allreduce_ms(nbytes):
+    """A power law: log-log interpolation reproduces it exactly between measured sizes."""
+    return 0.005 * (nbytes / 1024) ** 0.5
+
+
+def write_kernel_tables(root):
+    rng = np.random.default_rng(0)
+    base = {"framework": "VLLM", "version": "9.9.9", "device": DEVICE}
+    folder = root / "h100_sxm"
+    m = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 1500)
+    n = rng.choice([1024, 2048, 4096, 8192, 14336], 1500)
+    k = rng.choice([1024, 2048, 4096, 8192], 1500)
+    lat = gemm_roofline(m, n, k) / gemm_efficiency(m) * 1e3
+    gemm = pd.DataFrame(
+        {
+            **base,
+            "op_name": "gemm",
+            "kernel_source": "x",
+            "gemm_dtype": "bfloat16",
+            "m": m,
+            "n": n,
+            "k": k,
+            "latency": lat,
+        }
+    )
+    (folder / "gemm/vllm/9.9.9").mkdir(parents=True)
+    gemm.to_parquet(folder / "gemm/vllm/9.9.9/gemm_perf.parquet")
+    batch = rng.choice([1, 2, 4, 8, 16, 32, 64, 128], 800)
+    step = rng.choice([15, 63, 255, 1023, 4095, 16383], 800)
+    dec = pd.DataFrame(
+        {
+            **base,
+            "op_name": "generation_attention",
+            "kernel_source": "vllm_flash_attn_fa3",
+            "batch_size": batch,
+            "isl": 1,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "beam_width": 1,
+            "attn_dtype": "bfloat16",
+            "kv_cache_dtype": "bfloat16",
+            "step": step,
+            "window_size": 0,
+            "latency": decode_seconds(batch, step) * 1e3,
+        }
+    )
+    (folder / "attention/vllm/9.9.9").mkdir(parents=True)
+    dec.to_parquet(folder / "attention/vllm/9.9.9/generation_attention_perf.parquet")
+    ar = pd.DataFrame(
+        {
+            **base,
+            "op_name": "all_reduce",
+            "kernel_source": "vLLM_custom_graph",
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": 2,
+            "message_size": 2 ** np.arange(10, 23),
+            "latency": allreduce_ms(2.0 ** np.arange(10, 23)),
+            "backend": "vllm_graph",
+        }
+    )
+    (folder / "comm/vllm/9.9.9").mkdir(parents=True)
+    ar.to_parquet(folder / "comm/vllm/9.9.9/custom_allreduce_perf.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    write_kernel_tables(root)
+    out = root / "out"
+    report = calibrate_gpu(
+        Source("h100-sxm", ("h100_sxm",), (), "vllm@9.9.9"), root, out, log=lambda *_: None
+    )
+    profile = GpuProfile.load(out / "profiles" / "h100-sxm.json")
+    return profile, report
+
+
+def test_surface_recovers_a_linear_function_exactly():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 8, (400, 2))
+    y = 0.3 * x[:, 0] - 0.2 * x[:, 1] + 1.0
+    s = grid(("a", "b"), [np.arange(0, 9), np.arange(0, 9, 2)]).fitted(x, y, 1.0)
+    assert np.allclose(s(x), y, atol=1e-6)  # linear: no curvature for the penalty to fight
+    again = Surface.from_dict(s.to_dict())
+    assert np.allclose(again(x), y, atol=2e-3)  # float16 storage
+    assert np.allclose(s(np.array([[-5.0, 20.0]])), s(np.array([[0.0, 8.0]])))  # clamped
+
+
+def test_gemm_profile_predicts_unseen_shapes(fitted):
+    profile, _ = fitted
+    pricer = profile.pricer(HW, CostProfile.load("prior"), "vllm@9.9.9")
+    m = np.array([3, 24, 96, 384, 3000])  # between the measured batch sizes
+    n, k = np.full(5, 6144), np.full(5, 3072)  # a shape the table never had
+    truth = gemm_roofline(m, n, k) / gemm_efficiency(m)
+    assert pricer.gemm_s(m, n, k, "bf16") == pytest.approx(truth, rel=0.05)
+    assert pricer.used["gemm"] == "gemm/bf16"
+
+
+def test_decode_profile_learns_floor_and_efficiency(fitted):
+    profile, report = fitted
+    pricer = profile.pricer(HW, CostProfile.load("prior"), "vllm@9.9.9")
+    floor = pricer.attention_floor_s("attention_decode", "FLASH_ATTN_FA3", "bf16")
+    assert 7e-6 < floor < 9.5e-6  # just under the fastest call, as fitted
+    batch, ctx = np.array([3.0, 24.0, 96.0]), np.array([100.0, 2000.0, 8000.0])
+    got = floor + batch * pricer.decode_s(ctx, batch, 32, 8, 128)
+    assert got == pytest.approx(decode_seconds(batch, ctx), rel=0.06)
+    errors = {e["op"]: e["mape_pct"] for e in report["families"]["vllm@9.9.9"]}
+    assert errors["gemm"] < 3 and errors["attention_decode"] < 5
+
+
+def test_collectives_interpolate_the_measured_table(fitted):
+    profile, _ = fitted
+    pricer = profile.pricer(HW, CostProfile.load("prior"), "vllm@9.9.9")
+    sizes = np.array([3000.0, 65536.0, 1e6])
+    assert pricer.allreduce_s(sizes, 2) == pytest.approx(allreduce_ms(sizes) * 1e-3, rel=1e-4)
+    big = pricer.allreduce_s(np.array([2.0**24, 2.0**25]), 2)
+    assert big[1] == pytest.approx(2 * big[0])  # beyond the largest size: bandwidth-bound
+    four = pricer.allreduce_s(65536, 4)  # an unmeasured GPU count: ring-scaled nearest
+    assert four == pytest.approx(allreduce_ms(65536) * 1e-3 * (3 / 4) / (1 / 2), rel=1e-4)
+    table = CommTable.from_dict(CommTable(np.array([1.0, 10.0]), np.array([1.0, 2.0])).to_dict())
+    assert table(np.sqrt(10.0)) == pytest.approx(np.sqrt(2.0))
+
+
+def test_profile_json_is_compact_and_names_its_sources(fitted):
+    profile, _ = fitted
+    family = profile.families["vllm@9.9.9"]
+    assert "measured on NVIDIA H100" in family["source"]
+    assert len(json.dumps(family)) < 60_000
