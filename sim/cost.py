@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cost_profile import CostProfile
-from sim.kernels import KernelPricer
+from sim.kernels import AttentionShape, KernelPricer
 from sim.memory import kv_heads_per_gpu
 from sim.model import Attention, Layer, ModelSpec
 from sim.scheduler import StepPlan
@@ -102,6 +102,18 @@ class CostModel:
         self.kv_heads = kv_heads_per_gpu(model, tp)
         self.capture_sizes = list(settings.cudagraph_capture_sizes)
         self.terms = [self._terms(layer, count) for layer, count in model.layer_groups.items()]
+        self.shapes = {  # the attention kernel of each layer kind, for the pricer
+            id(t.layer): AttentionShape(
+                self.heads,
+                self.kv_heads,
+                model.head_dim,
+                t.layer.window_tokens or 0,
+                t.layer.attention is Attention.CHUNKED,
+                self.kv_dtype,
+                settings.attention_backend,
+            )
+            for t in self.terms
+        }
         self._memo: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
 
     def _terms(self, layer: Layer, count: int) -> _LayerTerms:
@@ -201,20 +213,10 @@ class CostModel:
                 else 0.0
             )
             return pre, dec
-        kw = {
-            "heads": self.heads,
-            "kv_heads": self.kv_heads,
-            "head_dim": m.head_dim,
-            "window": layer.window_tokens or 0,
-            "chunked": layer.attention is Attention.CHUNKED,
-            "kv_dtype": self.kv_dtype,
-            "backend": self.settings.attention_backend,
-        }
-        pre = float(pr.prefill_s(pre_q, pre_c, n_pre, **kw).sum()) if n_pre else 0.0
-        dec = float(pr.decode_s(dec_c, n_dec, mixed=n_pre > 0, **kw).sum()) if n_dec else 0.0
-        floor = pr.attention_floor_s(
-            "attention_prefill" if n_pre else "attention_decode", kw["backend"], self.kv_dtype
-        )
+        shape = self.shapes[id(layer)]
+        pre = float(pr.prefill_s(pre_q, pre_c, n_pre, shape).sum()) if n_pre else 0.0
+        dec = float(pr.decode_s(dec_c, n_dec, shape, mixed=n_pre > 0).sum()) if n_dec else 0.0
+        floor = pr.attention_floor_s("attention_prefill" if n_pre else "attention_decode", shape)
         return (pre + floor, dec) if n_pre else (pre, dec + floor)
 
     def step_cost(self, plan: StepPlan) -> StepCost:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from sim.cost_profile import CostProfile
 from sim.hardware import Hardware
-from sim.kernels import CommTable, KernelPricer
+from sim.kernels import AttentionShape, CommTable, KernelPricer
 from sim.roofline import (
     DECODE_FEATURES,
     ELEMENTWISE_FEATURES,
@@ -180,15 +180,11 @@ def _fit_mixed_decode(hw: Hardware, mixed: pd.DataFrame, family: dict) -> dict:
                 "latency_s",
             )
         }
-        kw = {
-            "heads": f["heads"],
-            "kv_heads": f["kv_heads"],
-            "head_dim": f["head_dim"],
-            "kv_dtype": kv_dtype,
-            "backend": backend,
-        }
-        floor = pricer.attention_floor_s("attention_prefill", backend, kv_dtype)
-        pre = pricer.prefill_s(f["prefill_chunk"], f["kv_prefill"], 1.0, **kw)
+        shape = AttentionShape(
+            f["heads"], f["kv_heads"], f["head_dim"], kv_dtype=kv_dtype, backend=backend
+        )
+        floor = pricer.attention_floor_s("attention_prefill", shape)
+        pre = pricer.prefill_s(f["prefill_chunk"], f["kv_prefill"], 1.0, shape)
         rest = np.maximum(f["latency_s"] - floor - pre, 0.05 * f["latency_s"])
         flops, nbytes, x = decode_shape(
             hw,

@@ -15,7 +15,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
-from sim.kernels import KernelPricer
+from sim.kernels import AttentionShape, KernelPricer
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -75,27 +75,28 @@ def predict(obs: pd.DataFrame, pricer: KernelPricer) -> np.ndarray:
 def _attention(rows: pd.DataFrame, pricer: KernelPricer, op: str, backend, kv_dtype):
     backend = backend if isinstance(backend, str) else "FLASH_ATTN_FA2"
     kv_dtype = kv_dtype if isinstance(kv_dtype, str) else "bf16"
-    shape = {k: rows[k].to_numpy(dtype=np.float64) for k in ("heads", "kv_heads", "head_dim")}
-    shape["window"] = rows["window"].fillna(0).to_numpy(dtype=np.float64)
-    kw = {**shape, "kv_dtype": kv_dtype, "backend": backend}
-    floor_p = pricer.attention_floor_s("attention_prefill", backend, kv_dtype)
-    floor_d = pricer.attention_floor_s("attention_decode", backend, kv_dtype)
+    shape = AttentionShape(
+        *(rows[k].to_numpy(dtype=np.float64) for k in ("heads", "kv_heads", "head_dim")),
+        window=rows["window"].fillna(0).to_numpy(dtype=np.float64),
+        kv_dtype=kv_dtype,
+        backend=backend,
+    )
+    floor_p = pricer.attention_floor_s("attention_prefill", shape)
+    floor_d = pricer.attention_floor_s("attention_decode", shape)
     if op == "attention_prefill":
         batch = rows["batch"].to_numpy(dtype=np.float64)
-        return floor_p + batch * pricer.prefill_s(rows["q"], rows["ctx"], batch, **kw)
+        return floor_p + batch * pricer.prefill_s(rows["q"], rows["ctx"], batch, shape)
     if op == "attention_decode":
         batch = rows["batch"].to_numpy(dtype=np.float64)
-        return floor_d + batch * pricer.decode_s(rows["ctx"], batch, **kw)
+        return floor_d + batch * pricer.decode_s(rows["ctx"], batch, shape)
     # a mixed batch: one kernel over the prefill chunk and the decodes, one launch floor
     p, c = rows["prefill_chunk"].to_numpy(float), rows["kv_prefill"].to_numpy(float)
     n, kv = rows["n_decode"].to_numpy(float), rows["kv_decode"].to_numpy(float)
-    pre = np.where(p > 0, pricer.prefill_s(np.maximum(p, 1), c, 1.0, **kw), 0.0)
+    pre = np.where(p > 0, pricer.prefill_s(np.maximum(p, 1), c, 1.0, shape), 0.0)
     both = (p > 0) & (n > 0)
-    dec = np.where(
-        both,
-        n * pricer.decode_s(kv, np.maximum(n, 1), mixed=True, **kw),
-        np.where(n > 0, n * pricer.decode_s(kv, np.maximum(n, 1), **kw), 0.0),
-    )
+    alone = n * pricer.decode_s(kv, np.maximum(n, 1), shape)
+    beside = n * pricer.decode_s(kv, np.maximum(n, 1), shape, mixed=True)
+    dec = np.where(both, beside, np.where(n > 0, alone, 0.0))
     floor = np.maximum(np.where(p > 0, floor_p, 0.0), np.where(n > 0, floor_d, 0.0))
     return floor + pre + dec
 

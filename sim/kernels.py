@@ -29,6 +29,23 @@ from sim.surface import Surface
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionShape:
+    """What an attention kernel is, apart from its sequences (scalars or per-row arrays)."""
+
+    heads: float | np.ndarray  # query heads on this GPU
+    kv_heads: float | np.ndarray
+    head_dim: float | np.ndarray
+    window: float | np.ndarray = 0  # sliding window or local chunk; 0: none
+    chunked: bool = False  # chunked-local rather than sliding
+    kv_dtype: str = "bf16"
+    backend: str = "FLASH_ATTN_FA3"
+
+    @property
+    def kv_bytes(self) -> float:
+        return WEIGHT_BYTES[self.kv_dtype]
+
+
+@dataclass(frozen=True, slots=True)
 class CommTable:
     """Measured collective latency by message size for one GPU count (log-log interpolation;
     beyond the largest size, time grows linearly with bytes)."""
@@ -91,10 +108,10 @@ class KernelPricer:
         name = self._find(kind, *key)
         return None if name is None else self.surfaces[name]
 
-    def attention_floor_s(self, kind: str, backend: str, kv_dtype: str, mla: bool = False):
+    def attention_floor_s(self, kind: str, shape: AttentionShape) -> float:
         """The launch floor of one attention kernel, paid once per step however many
         sequences it covers (0 under the prior, whose launch costs are counted per layer)."""
-        name = None if mla else self._find(kind, backend, kv_dtype)
+        name = self._find(kind, shape.backend, shape.kv_dtype)
         return self.floors.get(name, 0.0) if name else 0.0
 
     def _price(self, surface, flops, nbytes, feats, peak, compute_eff) -> np.ndarray:
@@ -119,26 +136,22 @@ class KernelPricer:
             self.prior.gemm_flops_efficiency,
         )
 
-    def prefill_s(
-        self,
-        q,
-        c,
-        num_seqs,
-        heads,
-        kv_heads,
-        head_dim,
-        window=0,
-        chunked=False,
-        kv_dtype="bf16",
-        backend="FLASH_ATTN_FA3",
-        mla=False,
-    ) -> np.ndarray:
-        """Per-sequence seconds of prefill attention (sum them for a batch)."""
-        kvb = WEIGHT_BYTES[kv_dtype]
+    def prefill_s(self, q, c, num_seqs, shape: AttentionShape) -> np.ndarray:
+        """Per-sequence seconds of prefill attention (q new tokens after c cached): a batch
+        costs their sum plus one attention_floor_s."""
         flops, nbytes, feats = prefill_shape(
-            self.hardware, q, c, num_seqs, heads, kv_heads, head_dim, window, chunked, kvb
+            self.hardware,
+            q,
+            c,
+            num_seqs,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.window,
+            shape.chunked,
+            shape.kv_bytes,
         )
-        surface = None if mla else self._surface("attention_prefill", backend, kv_dtype)
+        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
         return self._price(
             surface,
             flops,
@@ -148,32 +161,26 @@ class KernelPricer:
             self.prior.attention_prefill_flops_efficiency,
         )
 
-    def decode_s(
-        self,
-        ctx,
-        num_seqs,
-        heads,
-        kv_heads,
-        head_dim,
-        window=0,
-        chunked=False,
-        kv_dtype="bf16",
-        backend="FLASH_ATTN_FA3",
-        mla=False,
-        mixed=False,
-    ) -> np.ndarray:
+    def decode_s(self, ctx, num_seqs, shape: AttentionShape, mixed: bool = False) -> np.ndarray:
         """Per-sequence seconds of decode attention: a batch costs their sum plus one
         attention_floor_s. `mixed`: the batch also holds a prefill chunk, which on some
         backends runs decodes without split-KV (priced by a surface of its own if fitted)."""
-        kvb = WEIGHT_BYTES[kv_dtype]
         flops, nbytes, feats = decode_shape(
-            self.hardware, ctx, num_seqs, heads, kv_heads, head_dim, window, chunked, kvb
+            self.hardware,
+            ctx,
+            num_seqs,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.window,
+            shape.chunked,
+            shape.kv_bytes,
         )
-        surface = None
-        if mixed and not mla and f"attention_decode_mixed/{backend}/{kv_dtype}" in self.surfaces:
-            surface = self._surface("attention_decode_mixed", backend, kv_dtype)
-        elif not mla:
-            surface = self._surface("attention_decode", backend, kv_dtype)
+        mixed_key = f"attention_decode_mixed/{shape.backend}/{shape.kv_dtype}"
+        kind = (
+            "attention_decode_mixed" if mixed and mixed_key in self.surfaces else "attention_decode"
+        )
+        surface = self._surface(kind, shape.backend, shape.kv_dtype)
         if surface is None:
             hw, p = self.hardware, self.prior
             return np.maximum(

@@ -12,7 +12,7 @@ from sim.calibrate import Source, calibrate_gpu
 from sim.cost_profile import CostProfile
 from sim.gpu_profile import GpuProfile
 from sim.hardware import load_hardware
-from sim.kernels import CommTable
+from sim.kernels import AttentionShape, CommTable
 from sim.roofline import decode_shape, gemm_shape
 from sim.surface import Surface, grid
 
@@ -138,10 +138,11 @@ def test_gemm_profile_predicts_unseen_shapes(fitted):
 def test_decode_profile_learns_floor_and_efficiency(fitted):
     profile, report = fitted
     pricer = profile.pricer(HW, CostProfile.load("prior"), "vllm@9.9.9")
-    floor = pricer.attention_floor_s("attention_decode", "FLASH_ATTN_FA3", "bf16")
+    shape = AttentionShape(32, 8, 128)
+    floor = pricer.attention_floor_s("attention_decode", shape)
     assert 7e-6 < floor < 9.5e-6  # just under the fastest call, as fitted
     batch, ctx = np.array([3.0, 24.0, 96.0]), np.array([100.0, 2000.0, 8000.0])
-    got = floor + batch * pricer.decode_s(ctx, batch, 32, 8, 128)
+    got = floor + batch * pricer.decode_s(ctx, batch, shape)
     assert got == pytest.approx(decode_seconds(batch, ctx), rel=0.06)
     errors = {e["op"]: e["mape_pct"] for e in report["families"]["vllm@9.9.9"]}
     assert errors["gemm"] < 3 and errors["attention_decode"] < 5
