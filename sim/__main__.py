@@ -65,7 +65,17 @@ def kernel_check_task(sim_cfg, out_dir: Path) -> dict:
     return result
 
 
-TASKS = {"simulate": simulate_task, "kernel_check": kernel_check_task}
+def show_engine_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.show_engine import show_engine
+
+    return show_engine(sim_cfg, out_dir)
+
+
+TASKS = {
+    "simulate": simulate_task,
+    "kernel_check": kernel_check_task,
+    "show_engine": show_engine_task,
+}
 
 
 @hydra.main(config_path=str(SCENARIO_DIR), config_name="config", version_base="1.3")
@@ -86,7 +96,7 @@ def main() -> None:
 
         try:
             for cfg in check_overrides(overrides):
-                if cfg.task == "simulate":
+                if cfg.task in ("simulate", "show_engine"):
                     Setup.from_config(cfg)
         except UserError as exc:
             if os.environ.get("SIM_DEBUG"):

@@ -17,19 +17,23 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate", "kernel_check")
+TASKS = ("simulate", "kernel_check", "show_engine")
 
 
 def _opt(default=None, **checks):
     return field(default=default, metadata=checks)
 
 
+ROUTERS = ("least_loaded", "least_outstanding", "round_robin", "prefix_aware")
+
+
 @dataclass(frozen=True, slots=True)
 class Parallel:
-    tp: int = _opt(1, min=1)
-    pp: int = _opt(1, min=1, max=1, why="pipeline parallelism is not modelled yet")
-    dp: int = _opt(1, min=1)
-    ep: int = _opt(1, min=1, max=1, why="expert parallelism is not modelled yet")
+    tp: int = _opt(1, min=1)  # tensor parallel GPUs per replica
+    pp: int = _opt(1, min=1)  # pipeline stages per replica (micro-batches in flight)
+    dp: int = _opt(1, min=1)  # replicas behind the router
+    ep: int = _opt(1, min=1)  # expert parallel GPUs (MoE): 1, or tp (experts split over TP)
+    router: str = _opt("least_loaded", choices=ROUTERS)  # how requests pick a replica
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,8 @@ class WorkloadConfig:
     shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
     num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
     turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+    priority_levels: int = _opt(1, min=1)  # >1: each request draws a priority 0..k-1 (lower
+    # first), for engines run with policy=priority
     concurrent_sessions: int = _opt(32, min=1)  # sessions interleaved; a turn follows its
     # previous turn this many arrivals later (open loop: choose it so that gap exceeds E2E)
 

@@ -10,15 +10,26 @@ Per layer kind (identical layers are priced once and multiplied):
     elementwise  fused add+norm twice, activation, rotary embedding
     all-reduce   twice per layer with TP > 1
 plus the embedding, LM head and sampler once per step, the kernel launches CUDA graphs do not
-hide (with GEMMs padded to the captured batch size), and the engine's CPU time, overlapped with
-the GPU when the engine schedules asynchronously. Kernels are priced by the GPU's calibrated
-profile where one exists (sim.gpu_profile), else by the roofline prior.
+hide (with GEMMs padded to the captured batch size), and the engine's CPU time:
+
+    step = max(GPU, hidden CPU) + serial CPU + swap
+with, per calibration/engine_overheads.yaml,
+    async scheduling (V1 0.14+, SGLang and TensorRT-LLM overlap schedulers): all the engine's
+        CPU work is hidden; only cpu_exposed_s stays serial;
+    otherwise the engine loop (fixed + per sequence + prefix hashing) is serial, divided over
+        the window with multi-step scheduling, and output processing is hidden when the release
+        overlaps it (async_output_proc, a separate frontend process) and serial before 0.6.
+Swapped KV (vLLM V0 preemption_mode=swap) crosses PCIe inside the step. With expert parallelism
+(ep = tp) each GPU runs num_experts / ep whole experts instead of a 1/tp slice of every expert.
+With pipeline parallelism a micro-batch occupies each of the pp stages for 1/pp of the GPU time
+plus an activation send. Kernels are priced by the GPU's calibrated profile where one exists
+(sim.gpu_profile), else by the roofline prior.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,8 +55,11 @@ class StepCost:
     allreduce_s: float
     lm_head_s: float
     launch_s: float
-    cpu_s: float
-    async_cpu: bool
+    cpu_serial_s: float  # CPU time on the critical path
+    cpu_hidden_s: float  # CPU time overlapped with the GPU
+    swap_s: float = 0.0  # KV swapped over PCIe (vLLM V0 swap preemption)
+    p2p_s: float = 0.0  # one activation send between pipeline stages
+    pp: int = 1
 
     @property
     def gpu_s(self) -> float:
@@ -61,8 +75,25 @@ class StepCost:
         )
 
     @property
+    def cpu_s(self) -> float:
+        return self.cpu_serial_s + self.cpu_hidden_s
+
+    @property
     def total_s(self) -> float:
-        return max(self.gpu_s, self.cpu_s) if self.async_cpu else self.gpu_s + self.cpu_s
+        """The step's latency without pipeline parallelism (what the clock advances by)."""
+        return max(self.gpu_s, self.cpu_hidden_s) + self.cpu_serial_s + self.swap_s
+
+    @property
+    def stage_s(self) -> float:
+        """How long the micro-batch holds the first pipeline stage (total_s when pp = 1)."""
+        if self.pp == 1:
+            return self.total_s
+        return max(self.gpu_s / self.pp, self.cpu_hidden_s) + self.cpu_serial_s + self.p2p_s
+
+    @property
+    def latency_s(self) -> float:
+        """From the micro-batch's start to its tokens (total_s when pp = 1)."""
+        return self.total_s + (self.pp - 1) * self.p2p_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +116,8 @@ class CostModel:
         weight_dtype: str,
         pricer: KernelPricer,
         prior: CostProfile,
+        pp: int = 1,
+        ep: int = 1,
     ):
         self.model, self.settings, self.tp, self.pricer, self.prior = (
             model,
@@ -93,6 +126,7 @@ class CostModel:
             pricer,
             prior,
         )
+        self.pp, self.ep = pp, ep
         dtype = model.resolve_weight_dtype(weight_dtype)
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
         self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)
@@ -169,13 +203,15 @@ class CostModel:
         """(launch seconds, token count GEMMs run at after CUDA-graph padding)."""
         s, p = self.settings, self.prior
         layers = self.model.num_layers
+        mode = s.cudagraph_mode
         if (
-            s.cudagraph_mode != "NONE"
+            mode != "NONE"
             and self.capture_sizes
             and num_tokens <= self.capture_sizes[-1]
+            and (decode_only or mode != "FULL_DECODE_ONLY")
         ):
             padded = self.capture_sizes[bisect.bisect_left(self.capture_sizes, num_tokens)]
-            if s.cudagraph_mode == "FULL_AND_PIECEWISE" and decode_only:
+            if decode_only and mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
                 return 0.0, padded
             return layers * p.piecewise_eager_kernels_per_layer * p.kernel_launch_s, padded
         per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
@@ -223,7 +259,28 @@ class CostModel:
         q = np.asarray(plan.num_new_tokens, dtype=np.int64)
         c = np.asarray(plan.num_context_tokens, dtype=np.int64)
         is_decode = q == 1
-        return self.cost(q[~is_decode], c[~is_decode], c[is_decode])
+        dec_c = c[is_decode]
+        if plan.padding_context:  # static batching: finished rows still run
+            dec_c = np.concatenate([dec_c, np.asarray(plan.padding_context, dtype=np.int64)])
+        cost = self.cost(q[~is_decode], c[~is_decode], dec_c, cpu_batch=plan.batch_size)
+        if plan.swap_bytes:
+            return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
+        return cost
+
+    def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
+        """(serial, hidden) CPU seconds of a step with `batch` sequences."""
+        s = self.settings
+        engine = s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch
+        if s.enable_prefix_caching:
+            engine += s.prefix_hash_s_per_token * prefill_tokens
+        output = s.cpu_output_per_seq_s * batch
+        if s.async_scheduling:
+            return s.cpu_exposed_s, engine + output
+        if s.num_scheduler_steps > 1 and prefill_tokens == 0:
+            engine /= s.num_scheduler_steps  # one schedule per multi-step window
+        if s.async_output_proc:
+            return engine, output
+        return engine + output, 0.0
 
     def _token_costs(self, t: int, batch: int) -> tuple[float, float, float, float, float]:
         """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs
@@ -239,14 +296,14 @@ class CostModel:
             )
             if term.layer.moe:
                 e = m.moe
+                if self.ep > 1:  # whole experts, num_experts / ep of them, 1/ep of the tokens
+                    args = (t / self.ep, h, e.expert_intermediate_size, e.num_experts / self.ep)
+                else:  # a 1/tp slice of every expert
+                    args = (t, h, e.expert_intermediate_size / tp, e.num_experts)
+                tokens, hidden, inter, experts = args
                 moe += term.count * float(
                     pr.moe_s(
-                        t,
-                        h,
-                        e.expert_intermediate_size / tp,
-                        e.experts_per_token,
-                        e.num_experts,
-                        self.expert_dtype,
+                        tokens, hidden, inter, e.experts_per_token, experts, self.expert_dtype
                     ).sum()
                 )
             for kind, per_token in term.elementwise:
@@ -262,8 +319,11 @@ class CostModel:
         self._memo[key] = (linear, moe, elementwise, lm_head, allreduce)
         return self._memo[key]
 
-    def cost(self, pre_q: np.ndarray, pre_c: np.ndarray, dec_c: np.ndarray) -> StepCost:
-        """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached)."""
+    def cost(
+        self, pre_q: np.ndarray, pre_c: np.ndarray, dec_c: np.ndarray, cpu_batch: int | None = None
+    ) -> StepCost:
+        """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached);
+        the CPU time counts `cpu_batch` sequences (default: all of them)."""
         batch = len(pre_q) + len(dec_c)
         num_tokens = int(pre_q.sum()) + len(dec_c)
         launch, t = self._launch_s(num_tokens, decode_only=len(pre_q) == 0)
@@ -273,7 +333,10 @@ class CostModel:
             pre_s, dec_s = self._attention(term.layer, pre_q, pre_c, dec_c)
             prefill += term.count * pre_s
             decode += term.count * dec_s
-        s = self.settings
+        serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, int(pre_q.sum()))
+        p2p = 0.0
+        if self.pp > 1:
+            p2p = float(self.pricer.sendrecv_s(t * self.model.hidden_size * ACT_BYTES))
         return StepCost(
             linear_s=linear,
             moe_s=moe,
@@ -283,8 +346,10 @@ class CostModel:
             allreduce_s=allreduce,
             lm_head_s=lm_head,
             launch_s=launch,
-            cpu_s=s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch,
-            async_cpu=s.async_scheduling,
+            cpu_serial_s=serial,
+            cpu_hidden_s=hidden,
+            p2p_s=p2p,
+            pp=self.pp,
         )
 
     def step_time_s(self, plan: StepPlan) -> float:

@@ -2,10 +2,23 @@
 and a plain loop for one replica. The only events are arrivals and step ends.
 
 Both follow the same rules: a request is sent at its arrival time, or later when `concurrency`
-requests are already in flight (as `vllm bench serve --max-concurrency`); it goes to the replica
-with the lowest load score; a replica that has work steps back to back; requests that arrive
-during a step join the waiting queue and are seen by the next step; requests that arrive exactly
-when a step ends are seen by that next step too.
+requests are already in flight (as `vllm bench serve --max-concurrency`); the router picks its
+replica; a replica that has work steps back to back; requests that arrive during a step join the
+waiting queue and are seen by the next step; requests that arrive exactly when a step ends are
+seen by that next step too.
+
+Routers (parallel.router):
+  least_loaded       vLLM's data-parallel score, 4 x waiting + running, lowest first
+  least_outstanding  fewest requests sent and not finished
+  round_robin        replicas in turn
+  prefix_aware       the replica whose prefix cache holds the longest prefix of the prompt
+                     now, then fewest outstanding (an ideal cache-aware router: it sees every
+                     replica's cache exactly)
+Ties go to the lowest replica number.
+
+With pipeline parallelism (pp > 1) a replica keeps up to pp micro-batches in flight: it starts
+the next one when the previous has left the first stage (stage_s), and each finishes latency_s
+after its start; a micro-batch schedules only requests that are not already in flight.
 """
 
 from __future__ import annotations
@@ -14,7 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
+from simpy.events import AnyOf
 
+from sim.config import ROUTERS
 from sim.engine import Engine
 from sim.request import Request, Status
 from sim.workload import Workload
@@ -33,9 +48,13 @@ class RunOutcome:
 class _Dispatch:
     """Sends requests in order, holding them while `concurrency` are in flight."""
 
-    def __init__(self, workload: Workload, engines: list[Engine]):
+    def __init__(self, workload: Workload, engines: list[Engine], router: str = "least_loaded"):
+        if router not in ROUTERS:
+            raise ValueError(f"unknown router {router!r}")
         self.workload = workload
         self.engines = engines
+        self.router = router
+        self.num_sent = 0
         self.requests: list[Request | None] = [None] * len(workload)
         self.replica_of: dict[int, int] = {}
         self.next_index = 0
@@ -60,13 +79,31 @@ class _Dispatch:
         req = self.workload.request(i)
         req.arrival_s = send_s  # TTFT counts from the send, as the benchmark client measures it
         self.requests[i] = req
-        engine = min(self.engines, key=lambda e: (e.load, e.replica))
+        engine = self.route(req)
+        self.num_sent += 1
         self.replica_of[i] = engine.replica
         if engine.add_request(req):
             self.in_flight += 1
             return engine
         self.ended += 1  # rejected on arrival
         return None
+
+    def route(self, req: Request) -> Engine:
+        engines = self.engines
+        if len(engines) == 1:
+            return engines[0]
+        match self.router:
+            case "round_robin":
+                return engines[self.num_sent % len(engines)]
+            case "least_outstanding":
+                return min(engines, key=lambda e: (e.outstanding, e.replica))
+            case "prefix_aware":
+                return min(
+                    engines,
+                    key=lambda e: (-e.cached_prefix_tokens(req), e.outstanding, e.replica),
+                )
+            case _:
+                return min(engines, key=lambda e: (e.load, e.replica))
 
     def finished(self, reqs: list[Request], now: float) -> None:
         was_blocked = self.blocked
@@ -87,9 +124,10 @@ def run_simpy(
     engines: list[Engine],
     until_s: float | None = None,
     progress: Progress | None = None,
+    router: str = "least_loaded",
 ) -> RunOutcome:
     env = simpy.Environment()
-    d = _Dispatch(workload, engines)
+    d = _Dispatch(workload, engines, router)
     wake = {e.replica: env.event() for e in engines}  # triggered when an idle replica gets work
     slot_freed = [env.event()]
     all_done = env.event()
@@ -108,6 +146,16 @@ def run_simpy(
                 wake[engine.replica].succeed()
             _check_done()
 
+    def ended(finished: list[Request]) -> None:
+        if finished:
+            d.finished(finished, env.now)
+            if not slot_freed[0].triggered:
+                slot_freed[0].succeed()
+                slot_freed[0] = env.event()
+            if progress is not None:
+                progress(env.now, d.ended, total)
+            _check_done()
+
     def replica(engine: Engine):
         while True:
             if not engine.has_work:
@@ -115,17 +163,42 @@ def run_simpy(
                 yield wake[engine.replica]
             dt, finished = engine.step(env.now)
             yield env.timeout(dt)
-            if finished:
-                d.finished(finished, env.now)
-                if not slot_freed[0].triggered:
-                    slot_freed[0].succeed()
-                    slot_freed[0] = env.event()
-                if progress is not None:
-                    progress(env.now, d.ended, total)
-                _check_done()
+            ended(finished)
             send_s = d.next_send_s()
             if send_s is not None and send_s <= env.now:  # a send due now joins this step
                 yield env.timeout(0)
+
+    def pipeline(engine: Engine):
+        in_flight = [0]
+        landed = [env.event()]  # triggered when a micro-batch leaves the last stage
+
+        def micro_batch(plan, cost, start_s):
+            yield env.timeout(cost.latency_s)
+            finished = engine.finish_step(plan, cost, start_s, env.now)
+            in_flight[0] -= 1
+            if not landed[0].triggered:
+                landed[0].succeed()
+                landed[0] = env.event()
+            ended(finished)
+
+        while True:
+            if not engine.has_work and in_flight[0] == 0:
+                wake[engine.replica] = env.event()
+                yield wake[engine.replica]
+            if in_flight[0] >= engine.pp:
+                yield landed[0]
+                continue
+            plan, cost = engine.start_step(env.now)
+            if plan.batch_size == 0:
+                if in_flight[0] == 0 and plan.num_preempted == 0:
+                    raise RuntimeError(f"engine {engine.replica} scheduled nothing at {env.now}")
+                if in_flight[0]:  # everything runnable is in flight: wait for a landing
+                    yield AnyOf(env, [landed[0], wake[engine.replica]])
+                    wake[engine.replica] = env.event()
+                continue
+            in_flight[0] += 1
+            env.process(micro_batch(plan, cost, env.now))
+            yield env.timeout(cost.stage_s)
 
     def _check_done():
         if d.ended == total and not all_done.triggered:
@@ -133,14 +206,16 @@ def run_simpy(
 
     env.process(arrivals())
     for engine in engines:
-        env.process(replica(engine))
+        env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
     return d.outcome(env.now)
 
 
 def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -> RunOutcome:
-    """The same simulation as run_simpy for one replica, as a plain loop."""
+    """The same simulation as run_simpy for one replica without pipeline parallelism."""
+    if engine.pp > 1:
+        raise ValueError("run_loop drives pp = 1 only; use run_simpy")
     d = _Dispatch(workload, [engine])
     now = 0.0
 

@@ -1,18 +1,34 @@
 """One replica of a serving engine: scheduler + KV cache + cost model, stepped by a driver.
 
 Engine.step(now) plans a step, prices it, applies its outcome as of now + dt and returns dt;
-it knows nothing of simpy, so a plain loop can drive it as well as the simpy driver.
+it knows nothing of simpy, so a plain loop can drive it as well as the simpy driver. With
+pipeline parallelism a step is a micro-batch: start_step plans and prices it, finish_step
+applies it when it leaves the last stage, and up to pp micro-batches are in flight.
 """
 
 from __future__ import annotations
 
-from sim.cost import CostModel
+from sim.cost import CostModel, StepCost
 from sim.kv_cache import KVCacheManager
 from sim.memory import MemoryPlan
 from sim.metrics import StepLog
 from sim.request import Request, Status
-from sim.scheduler import VllmV1Scheduler
+from sim.scheduler import SchedulerBase, StepPlan, VllmV1Scheduler
+from sim.scheduler_sglang import SglangScheduler
+from sim.scheduler_teaching import OrcaScheduler, StaticScheduler
+from sim.scheduler_trtllm import TrtllmScheduler
+from sim.scheduler_v0 import VllmV0Scheduler
 from sim.settings import EngineSettings
+
+SCHEDULERS: dict[str, type[SchedulerBase]] = {
+    "vllm_v0": VllmV0Scheduler,
+    "vllm_v1": VllmV1Scheduler,
+    "sglang": SglangScheduler,
+    "trtllm": TrtllmScheduler,
+    "orca": OrcaScheduler,
+    "static": StaticScheduler,
+}
+PP_SCHEDULERS = ("vllm_v1",)  # families whose pipeline-parallel scheduling is modelled
 
 
 class Engine:
@@ -23,13 +39,16 @@ class Engine:
         cost: CostModel,
         steps: StepLog,
         replica: int = 0,
+        pp: int = 1,
     ):
-        kv = KVCacheManager(memory.num_blocks, settings.block_size, settings.enable_prefix_caching)
-        self.scheduler = VllmV1Scheduler(settings, kv)
+        assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in run.check_parallel
+        kv = KVCacheManager(memory.num_blocks, memory.block_size, settings.enable_prefix_caching)
+        self.scheduler = SCHEDULERS[settings.scheduler](settings, kv, memory.bytes_per_block)
         self.kv = kv
         self.cost = cost
         self.steps = steps
         self.replica = replica
+        self.pp = pp
         self.max_model_len = settings.max_model_len
 
     @property
@@ -41,31 +60,60 @@ class Engine:
         """vLLM's data-parallel balancing score: waiting requests weigh four times running."""
         return 4 * len(self.scheduler.waiting) + len(self.scheduler.running)
 
+    @property
+    def outstanding(self) -> int:
+        """Requests sent to this replica and not yet finished."""
+        return len(self.scheduler.waiting) + len(self.scheduler.running)
+
+    def cached_prefix_tokens(self, req: Request) -> int:
+        """Tokens of `req`'s prompt this replica's prefix cache holds now."""
+        return self.kv.get_computed_blocks(req)[1]
+
     def add_request(self, req: Request) -> bool:
-        """Queue `req`; False (and REJECTED) when prompt + output exceed max_model_len, as the
-        OpenAI server refuses such a request."""
+        """Queue `req`; False (and REJECTED, with the reason) when the engine refuses it:
+        prompt + output exceed max_model_len, as the OpenAI server refuses such a request, or
+        the scheduler can never run it (say, a prompt over TensorRT-LLM's max_num_tokens
+        without chunked context)."""
+        reason = None
         if req.prompt_len + req.max_output_len > self.max_model_len:
+            reason = (
+                f"prompt {req.prompt_len} + output {req.max_output_len} tokens exceed "
+                f"max_model_len {self.max_model_len}"
+            )
+        else:
+            reason = self.scheduler.admission_error(req)
+        if reason is not None:
             req.status = Status.REJECTED
+            req.reject_reason = reason
             return False
         self.scheduler.add_request(req)
         return True
 
-    def step(self, now: float) -> tuple[float, list[Request]]:
-        """Run one step starting at `now`: (its duration, the requests it finished)."""
+    def start_step(self, now: float) -> tuple[StepPlan, StepCost]:
+        """Plan and price the next step (or micro-batch) starting at `now`."""
+        plan = self.scheduler.schedule(now)
+        return plan, self.cost.step_cost(plan)
+
+    def finish_step(self, plan: StepPlan, cost: StepCost, start_s: float, end_s: float):
+        """Apply a step's outcome as of `end_s`; return the requests it finished."""
         sched = self.scheduler
-        plan = sched.schedule(now)
-        if plan.batch_size == 0 and plan.num_preempted == 0:
-            raise RuntimeError(f"engine {self.replica} has work but scheduled nothing at {now}")
-        cost = self.cost.step_cost(plan)
-        dt = cost.total_s
-        finished = sched.update_from_output(plan, now + dt)
+        finished = sched.update_from_output(plan, end_s)
         self.steps.record(
             self.replica,
-            now,
+            start_s,
+            end_s - start_s,
             cost,
             plan,
             self.kv.num_used_blocks,
             len(sched.running),
             len(sched.waiting),
         )
-        return dt, finished
+        return finished
+
+    def step(self, now: float) -> tuple[float, list[Request]]:
+        """Run one step starting at `now`: (its duration, the requests it finished)."""
+        plan, cost = self.start_step(now)
+        if plan.batch_size == 0 and plan.num_preempted == 0:
+            raise RuntimeError(f"engine {self.replica} has work but scheduled nothing at {now}")
+        dt = cost.total_s
+        return dt, self.finish_step(plan, cost, now, now + dt)

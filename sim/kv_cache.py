@@ -96,6 +96,19 @@ class KVCacheManager:
             self.pool.cache_full_block(blocks[j], hashes[j])
         self.num_cached_blocks[req.request_id] = num_full
 
+    def num_blocks_of(self, req: Request) -> int:
+        return len(self.req_blocks.get(req.request_id, ()))
+
+    def can_allocate(self, num_blocks: int, watermark_blocks: int = 0) -> bool:
+        """Whether `num_blocks` new blocks fit and still leave the watermark free."""
+        return self.pool.num_free_blocks - num_blocks >= watermark_blocks
+
+    def swap_in(self, req: Request, num_tokens: int) -> None:
+        """Fresh blocks for the `num_tokens` tokens a swapped-out request brings back."""
+        assert req.request_id not in self.req_blocks
+        blocks = self.pool.get_new_blocks(cdiv(num_tokens, self.block_size))
+        self.req_blocks[req.request_id] = blocks
+
     def free(self, req: Request) -> None:
         """Release req's blocks; its last blocks are queued for eviction first."""
         blocks = self.req_blocks.pop(req.request_id, [])

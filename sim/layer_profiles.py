@@ -111,12 +111,14 @@ def model_name_from_hf_id(hf_id: str) -> str:
 def read_layer_profile(folder: Path, only: str | None = None) -> pd.DataFrame:
     from sim.hardware import load_hardware
     from sim.model_config import load_model  # the catalogue gives the profiled model's shapes
-    from sim.profiles import attention_backend
+    from sim.profiles import attention_backend, parse_engine_spec
 
     meta = yaml.safe_load((folder / "meta.yaml").read_text())
     model = load_model(model_name_from_hf_id(str(meta["model"])))
     gpu = DEVICE_GPU.get(str(meta.get("gpu", "")), str(meta.get("hardware", "")).lower())
-    backend = attention_backend(load_hardware(gpu), model, "auto")[0]
+    version = str(meta.get("vllm_version", ""))
+    _, _, rule_set = parse_engine_spec(f"vllm@{version}" if version else "vllm")
+    backend = attention_backend("vllm", rule_set, load_hardware(gpu), model, "auto")[0]
     family = f"vllm@{meta.get('vllm_version', 'unknown')}"
     frames = []
     for tp_dir in sorted(folder.glob("tp*")):

@@ -1,12 +1,20 @@
 """The memory plan: how many KV blocks fit on each GPU, as the engine's start-up profiling finds.
 
-GPU memory x gpu_memory_utilization
-  - weights (this GPU's shard)
-  - peak activations of a profile run at the token budget (and the sampler warm-up)
-  - CUDA-graph pool (versions that subtract it before sizing the KV cache)
-  - non-torch memory (CUDA context, NCCL and library workspaces)
-  - linear-attention state for max_num_seqs requests
-= KV cache bytes, divided into blocks of block_size tokens x KV bytes per token.
+vLLM (and the teaching engines):
+    GPU memory x gpu_memory_utilization
+      - weights (this GPU's shard)
+      - peak activations of a profile run at the token budget (and the sampler warm-up)
+      - CUDA-graph pool (versions that subtract it before sizing the KV cache)
+      - non-torch memory (CUDA context, NCCL and library workspaces)
+      - linear-attention state for max_num_seqs requests
+SGLang: mem_fraction_static is the share for weights and the KV pool together (activations and
+    graphs live in the rest): GPU memory x mem_fraction_static - weights - non-torch - state.
+TensorRT-LLM: free_gpu_memory_fraction of what is free once weights, activations, graphs and
+    the runtime are in: (GPU memory - all of those) x fraction - state.
+= KV cache bytes, divided into blocks of block_size tokens x KV bytes per token. SGLang's
+page_size 1 is tracked in pages of KV_MIN_BLOCK tokens (a request's last page may hold up to
+15 unused slots; the radix cache matches prefixes to 16 tokens, not 1). With pipeline
+parallelism each GPU holds its stage's layers: a 1/pp share of weights and per-token KV.
 """
 
 from __future__ import annotations
@@ -29,7 +37,15 @@ def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     return max(1, model.num_kv_heads // tp)
 
 
-def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int) -> int:
+KV_MIN_BLOCK = 16  # the finest KV page the simulator tracks (SGLang's page_size 1 -> 16)
+
+
+def kv_block_tokens(settings: EngineSettings) -> int:
+    """Tokens per KV block as the simulator tracks the pool."""
+    return max(settings.block_size, KV_MIN_BLOCK)
+
+
+def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int = 1) -> int:
     """Per-token KV bytes one GPU stores, over all layers that keep per-token KV.
 
     Windowed layers are counted like full ones: the block pool does not yet free blocks that
@@ -42,7 +58,7 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int) -> int:
             total += count * model.kv_bytes_per_token_of(layer, kv_dtype)
         elif layer.attention is not Attention.LINEAR:
             total += count * int(2 * kv_heads_per_gpu(model, tp) * model.head_dim * b)
-    return total
+    return -(-total // pp)
 
 
 def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
@@ -90,54 +106,70 @@ class MemoryPlan:
 
 
 def plan_memory(
-    hardware: Hardware, model: ModelSpec, settings: EngineSettings, tp: int, weight_dtype: str
+    hardware: Hardware,
+    model: ModelSpec,
+    settings: EngineSettings,
+    tp: int,
+    weight_dtype: str,
+    pp: int = 1,
 ) -> MemoryPlan:
     total = hardware.hbm_bytes
-    budget = int(total * settings.gpu_memory_utilization)
-    weights = model.weight_bytes(weight_dtype) // tp
+    frac = settings.gpu_memory_utilization
+    weights = model.weight_bytes(weight_dtype) // (tp * pp)
     activation = activation_peak_bytes(model, settings, tp)
-    linear_state = model.linear_state_bytes(settings.kv_cache_dtype) // tp * settings.max_num_seqs
-    reserved = (
-        weights + activation + settings.cudagraph_memory_bytes + settings.non_torch_memory_bytes
+    graphs, runtime = settings.cudagraph_memory_bytes, settings.non_torch_memory_bytes
+    linear_state = (
+        model.linear_state_bytes(settings.kv_cache_dtype) // (tp * pp) * settings.max_num_seqs
     )
-    kv_bytes = budget - reserved - linear_state
-    per_token = kv_bytes_per_token_per_gpu(model, settings.kv_cache_dtype, tp)
+    if settings.scheduler == "sglang":  # weights + KV pool = total x mem_fraction_static
+        budget = int(total * frac)
+        kv_bytes = budget - weights - runtime - linear_state
+        what = f"{frac:.3f} x {hardware.hbm_gib:.1f} GiB - weights - runtime"
+    elif settings.scheduler == "trtllm":  # a fraction of what is free after start-up
+        budget = total
+        kv_bytes = int((total - weights - activation - graphs - runtime) * frac) - linear_state
+        what = f"{frac:.2f} x (the {hardware.hbm_gib:.1f} GiB left after weights and runtime)"
+    else:
+        budget = int(total * frac)
+        kv_bytes = budget - weights - activation - graphs - runtime - linear_state
+        what = f"{frac:.2f} x {hardware.hbm_gib:.1f} GiB - weights - activations - runtime"
+    block = kv_block_tokens(settings)
+    per_token = kv_bytes_per_token_per_gpu(model, settings.kv_cache_dtype, tp, pp)
     if weights > budget:
         raise UserError(
-            f"{model.name} weights need {weights / GIB:.1f} GiB per GPU at tp={tp}, more than "
-            f"{settings.gpu_memory_utilization:.2f} x {hardware.hbm_gib:.1f} GiB of "
-            f"{hardware.name}; "
+            f"{model.name} weights need {weights / GIB:.1f} GiB per GPU at tp={tp}"
+            f"{f' pp={pp}' if pp > 1 else ''}, more than {frac:.2f} x "
+            f"{hardware.hbm_gib:.1f} GiB of {hardware.name}; "
             "raise parallel.tp, use a smaller dtype, or a larger GPU"
         )
-    if kv_bytes < 2 * per_token * settings.block_size:
+    if kv_bytes < 2 * per_token * block:
         raise UserError(
-            f"no memory left for the KV cache on {hardware.name} at tp={tp}: budget "
-            f"{budget / GIB:.1f} GiB - weights {weights / GIB:.1f} - activations "
-            f"{activation / GIB:.1f} - graphs and runtime "
-            f"{(settings.cudagraph_memory_bytes + settings.non_torch_memory_bytes) / GIB:.1f} - "
-            f"linear-attention state {linear_state / GIB:.1f} GiB; raise parallel.tp or "
-            "engine_args.gpu_memory_utilization, or lower max_num_batched_tokens / max_num_seqs"
+            f"no memory left for the KV cache on {hardware.name} at tp={tp}: {what} = "
+            f"{kv_bytes / GIB:.1f} GiB (weights {weights / GIB:.1f}, activations "
+            f"{activation / GIB:.1f}, graphs and runtime {(graphs + runtime) / GIB:.1f}, "
+            f"linear-attention state {linear_state / GIB:.1f} GiB); raise parallel.tp or the "
+            "memory fraction, or lower the token budget / batch size"
         )
     plan = MemoryPlan(
         total_bytes=total,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
+        gpu_memory_utilization=frac,
         weight_bytes=weights,
         activation_bytes=activation,
-        cudagraph_bytes=settings.cudagraph_memory_bytes,
-        non_torch_bytes=settings.non_torch_memory_bytes,
+        cudagraph_bytes=graphs,
+        non_torch_bytes=runtime,
         linear_state_bytes=linear_state,
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
-        block_size=settings.block_size,
-        num_blocks=kv_bytes // (per_token * settings.block_size),
+        block_size=block,
+        num_blocks=kv_bytes // (per_token * block),
     )
-    needed_blocks = -(-settings.max_model_len // settings.block_size)
+    needed_blocks = -(-settings.max_model_len // block)
     if needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "
             f"{needed_blocks * plan.bytes_per_block / GIB:.2f} GiB of KV cache for one request, "
             f"more than the {kv_bytes / GIB:.2f} GiB available; the longest that fits is "
             f"{plan.kv_capacity_tokens} tokens: set engine_args.max_model_len at or below it, "
-            "or raise gpu_memory_utilization or parallel.tp"
+            "or raise the memory fraction or parallel.tp"
         )
     return plan

@@ -43,11 +43,13 @@ class StepLog:
     def __len__(self) -> int:
         return len(self.columns["start_s"])
 
-    def record(self, replica, start_s, cost, plan: StepPlan, kv_blocks_used, running, waiting):
+    def record(
+        self, replica, start_s, duration_s, cost, plan: StepPlan, kv_blocks_used, running, waiting
+    ):
         c = self.columns
         c["replica"].append(replica)
         c["start_s"].append(start_s)
-        c["duration_s"].append(cost.total_s)
+        c["duration_s"].append(duration_s)
         c["gpu_s"].append(cost.gpu_s)
         c["cpu_s"].append(cost.cpu_s)
         c["prefill_tokens"].append(plan.num_prefill_tokens)

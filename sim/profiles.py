@@ -1,28 +1,53 @@
 """Engine profiles: a version's defaults plus the rules that derive settings from GPU and model.
 
 `resolve()` turns (engine spec, hardware, model, TP, entry point, user overrides) into one
-EngineSettings, recording for each setting the rule that set it. Facts per version come from
-../shared/reference/engine-defaults.md; this module covers vLLM's V1 engine at its newest
-release there (0.33.0). Older releases, SGLang and TensorRT-LLM are separate profiles to come.
+EngineSettings, recording for each setting the rule that set it. Each engine family has a
+module with its releases and rules (sim/vllm_profile.py, sim/sglang_profile.py,
+sim/trtllm_profile.py, sim/teaching_profile.py); this one parses specs, applies the user's
+engine_args (by the engine's own names), derives what depends on them, and refuses what the
+real engine refuses at start-up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sim import sglang_profile, teaching_profile, trtllm_profile, vllm_profile
 from sim.errors import UserError
 from sim.hardware import Hardware
 from sim.model import KV_DTYPES, ModelSpec
-from sim.settings import SETTING_NAMES, SETTING_TYPES, EngineSettings
+from sim.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
+from sim.versions import version_tuple
 
 GIB = 2**30
-LATEST = {"vllm": "0.33.0"}
-KNOWN_VERSIONS = {"vllm": ("0.33.0",)}
+ENGINES = {
+    "vllm": vllm_profile,
+    "sglang": sglang_profile,
+    "trtllm": trtllm_profile,
+    "orca": teaching_profile,
+    "static": teaching_profile,
+}
 ENTRY_POINTS = ("server", "offline")
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
-CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL_AND_PIECEWISE")
+CUDAGRAPH_MODES = ("NONE", "FULL_DECODE_ONLY", "PIECEWISE", "FULL_AND_PIECEWISE")
+POLICIES = {
+    "vllm_v0": ("fcfs", "priority"),
+    "vllm_v1": ("fcfs", "priority"),
+    "sglang": ("fcfs", "lpm"),
+    "trtllm": ("fcfs",),
+    "orca": ("fcfs",),
+    "static": ("fcfs",),
+}
+NON_TORCH_BYTES = int(0.5 * GIB)  # estimate: CUDA context and library workspaces, one GPU
+NCCL_BYTES = int(0.4 * GIB)  # estimate: NCCL and custom all-reduce buffers with TP > 1
+CUDAGRAPH_BYTES = {
+    "NONE": 0,
+    "FULL_DECODE_ONLY": int(0.25 * GIB),
+    "PIECEWISE": int(0.5 * GIB),
+    "FULL_AND_PIECEWISE": int(1.0 * GIB),
+}  # estimates of the captured pools
 
-# vLLM engine arguments the command line accepts as engine_args.NAME (beside any setting name).
+# Engine arguments accepted as engine_args.NAME, beside every knob name: the engines' own names.
 ENGINE_ARGS = (
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -39,38 +64,60 @@ ENGINE_ARGS = (
     "max_cudagraph_capture_size",
     "attention_backend",
     "scheduler_reserve_full_isl",
+    "preemption_mode",
+    "swap_space",
+    "num_scheduler_steps",
+    "scheduling_policy",
+    "disable_async_output_proc",
+    # SGLang
+    "chunked_prefill_size",
+    "max_running_requests",
+    "max_prefill_tokens",
+    "mem_fraction_static",
+    "page_size",
+    "schedule_policy",
+    "schedule_conservativeness",
+    "disable_radix_cache",
+    "disable_overlap_schedule",
+    "cuda_graph_max_bs",
+    # TensorRT-LLM
+    "max_batch_size",
+    "max_num_tokens",
+    "capacity_scheduler_policy",
+    "free_gpu_memory_fraction",
+    "tokens_per_block",
+    "disable_overlap_scheduler",
 )
+SPECIAL = {
+    "enforce_eager",
+    "max_cudagraph_capture_size",
+    "cuda_graph_max_bs",
+    "swap_space",
+    "schedule_conservativeness",
+}
 
-# Uncalibrated priors (scheduling and memory); calibration against real runs replaces them.
-CPU_STEP_OVERHEAD_S = 1.5e-3
-CPU_PER_SEQ_OVERHEAD_S = 1.0e-5
-NON_TORCH_BYTES = int(0.5 * GIB)  # CUDA context and library workspaces, one GPU
-NCCL_BYTES = int(0.4 * GIB)  # extra with TP > 1 (NCCL and custom all-reduce buffers)
-CUDAGRAPH_BYTES = {"NONE": 0, "PIECEWISE": int(0.5 * GIB), "FULL_AND_PIECEWISE": int(1.0 * GIB)}
 
-
-def parse_engine_spec(spec: str) -> tuple[str, str]:
-    """`vllm@0.33.0` -> ("vllm", "0.33.0"); a bare `vllm` means its newest known release."""
+def parse_engine_spec(spec: str) -> tuple[str, str, str]:
+    """`vllm@0.9.2` -> ("vllm", "0.9.2", rule set "0.9.2"); `vllm@0.9.1` -> rule set "0.9.0";
+    a bare name means its newest release."""
     name, _, version = spec.partition("@")
     name = name.strip().lower()
-    if name not in KNOWN_VERSIONS:
+    if name not in ENGINES:
         raise UserError(
-            f"engine={spec!r}: unknown engine {name!r}; known: {', '.join(sorted(KNOWN_VERSIONS))}"
-            " (as name@version, e.g. vllm@0.33.0)"
+            f"engine={spec!r}: unknown engine {name!r}; known: "
+            f"{', '.join(ENGINES)} (as name@version, e.g. vllm@0.8.5)"
         )
-    version = version.strip() or LATEST[name]
-    if version not in KNOWN_VERSIONS[name]:
+    releases = ENGINES[name].releases(name)
+    version = version.strip() or releases[-1]
+    v = version_tuple(version)
+    newest_line = (*version_tuple(releases[-1])[:2], 10**6)  # any patch of the newest line
+    if not version_tuple(releases[0]) <= v <= newest_line:
         raise UserError(
-            f"engine={spec!r}: no profile for {name} {version}; "
-            f"known versions: {', '.join(KNOWN_VERSIONS[name])}"
+            f"engine={spec!r}: {name} {version} is outside the known range "
+            f"{releases[0]} .. {releases[-1]}"
         )
-    return name, version
-
-
-def capture_sizes(max_size: int, max_num_batched_tokens: int) -> tuple[int, ...]:
-    """vLLM's default CUDA-graph batch sizes: 1, 2, 4, then steps of 8 to 256, then of 16."""
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)]
-    return tuple(s for s in sizes if s <= min(max_size, max_num_batched_tokens))
+    rule_set = max((r for r in releases if version_tuple(r) <= v), key=version_tuple)
+    return name, version, rule_set
 
 
 def resolve(
@@ -81,146 +128,145 @@ def resolve(
     entry_point: str = "server",
     overrides: Mapping[str, object] | None = None,
 ) -> EngineSettings:
-    name, version = parse_engine_spec(spec)
+    name, version, rule_set = parse_engine_spec(spec)
     if entry_point not in ENTRY_POINTS:
         raise UserError(f"entry_point={entry_point!r}: choose one of {', '.join(ENTRY_POINTS)}")
+    module = ENGINES[name]
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    unknown = sorted(set(overrides) - set(ENGINE_ARGS) - set(SETTING_NAMES))
-    if unknown:
-        raise UserError(
-            f"engine_args.{unknown[0]} is not an engine argument; known: {', '.join(ENGINE_ARGS)}"
-        )
-    values, rules = _vllm_v1_defaults(version, hardware, model, tp, entry_point)
-    for key, value in overrides.items():
-        _apply_override(values, rules, key, value)
-    _derive(values, rules, overrides, hardware, model, f"{name} {version}")
-    settings = EngineSettings(
-        engine=name, version=version, entry_point=entry_point, rules=rules, **values
+    values, rules, applicable, names = module.defaults(
+        name, rule_set, hardware, model, tp, entry_point, overrides
     )
-    _check(settings, model)
+    if rule_set != version:
+        for knob in rules:
+            rules[knob] = rules[knob].replace(
+                f"{name} {rule_set}", f"{name} {version} (rules of {rule_set})", 1
+            )
+    by_name = {names.get(k, k): k for k in SETTING_NAMES} | {k: k for k in SETTING_NAMES}
+    for key, value in overrides.items():
+        if key in SPECIAL:
+            _special(name, key, value, values, rules)
+        elif key in by_name and (by_name[key] in applicable or key in SETTING_NAMES):
+            knob = by_name[key]
+            value = _coerce(key, value, SETTING_TYPES[knob])
+            values[knob] = (not value) if key in INVERTED else value
+            rules[knob] = f"user override (engine_args.{key})"
+        else:
+            mine = sorted(names.get(k, k) for k in applicable)
+            raise UserError(
+                f"engine_args.{key} is not a {name} argument; {name}'s: {', '.join(mine)}"
+            )
+    _derive(name, rule_set, values, rules, overrides, hardware, model, tp)
+    settings = EngineSettings(
+        engine=name,
+        version=version,
+        rule_set=rule_set,
+        entry_point=entry_point,
+        rules=rules,
+        applicable=applicable,
+        names=names,
+        **values,
+    )
+    _check(settings, model, tp)
     return settings
 
 
-def _vllm_v1_defaults(version, hw: Hardware, model: ModelSpec, tp: int, entry_point: str):
-    v, r = {}, {}
-    mem_gib = hw.hbm_gib
-    at = f"vllm {version}"
-    small_name = any(s in hw.display_name.lower() for s in ("a100", "gb10"))
-    if mem_gib >= 160:
-        v["max_num_seqs"], r["max_num_seqs"] = 1024, f"{at}: GPU memory {mem_gib:.0f} GiB >= 160"
-        budget, why = 16384, f"{at}: GPU memory {mem_gib:.0f} GiB >= 160 (both entry points)"
-    elif mem_gib >= 70 and not small_name:
-        v["max_num_seqs"] = 1024
-        r["max_num_seqs"] = f"{at}: GPU memory {mem_gib:.0f} GiB >= 70 and not A100/GB10"
-        budget = 16384 if entry_point == "offline" else 8192
-        why = f"{at}: GPU memory {mem_gib:.0f} GiB >= 70, {entry_point} entry point"
-    else:
-        v["max_num_seqs"] = 256
-        r["max_num_seqs"] = f"{at}: GPU memory {mem_gib:.0f} GiB < 70 or A100/GB10"
-        budget = 8192 if entry_point == "offline" else 2048
-        why = f"{at}: small-GPU tier, {entry_point} entry point"
-    v["max_num_batched_tokens"], r["max_num_batched_tokens"] = budget, why
-    v["max_model_len"] = model.max_position_embeddings
-    r["max_model_len"] = "derived from the model: max_position_embeddings"
-    for key, value in (
-        ("enable_chunked_prefill", True),
-        ("enable_prefix_caching", True),
-        ("long_prefill_token_threshold", 0),
-    ):
-        v[key], r[key] = value, f"{at} default"
-    _, block_size, _ = attention_backend(hw, model, "auto")
-    v["block_size"] = block_size
-    r["block_size"] = f"{at}: {'MLA backend needs it' if block_size != 16 else 'platform default'}"
-    v["cudagraph_mode"], r["cudagraph_mode"] = "FULL_AND_PIECEWISE", f"{at}: optimization level O2"
-    v["compile"], r["compile"] = True, f"{at}: optimization level O2 (torch.compile, inductor)"
-    v["scheduler"], r["scheduler"] = "vllm_v1", f"{at}: V1 engine"
-    v["policy"], r["policy"] = "fcfs", f"{at} default"
-    v["preemption_mode"], r["preemption_mode"] = "recompute", f"{at}: V1 preempts by recompute only"
-    v["scheduler_reserve_full_isl"] = True
-    r["scheduler_reserve_full_isl"] = f"{at} default"
-    v["async_scheduling"], r["async_scheduling"] = True, f"{at}: async scheduling auto-enabled"
-    v["cpu_step_overhead_s"], r["cpu_step_overhead_s"] = CPU_STEP_OVERHEAD_S, "prior (uncalibrated)"
-    v["cpu_per_seq_overhead_s"] = CPU_PER_SEQ_OVERHEAD_S
-    r["cpu_per_seq_overhead_s"] = "prior (uncalibrated)"
-    v["gpu_memory_utilization"], r["gpu_memory_utilization"] = 0.92, f"{at} default"
-    v["kv_cache_dtype"], r["kv_cache_dtype"] = "auto", f"{at} default (the model's dtype)"
-    v["non_torch_memory_bytes"] = NON_TORCH_BYTES + (NCCL_BYTES if tp > 1 else 0)
-    r["non_torch_memory_bytes"] = "prior: CUDA context and workspaces" + (
-        ", plus NCCL buffers for TP > 1" if tp > 1 else ""
-    )
-    return v, r
-
-
-def attention_backend(hw: Hardware, model: ModelSpec, kv_dtype: str) -> tuple[str, int, str]:
-    """(backend, block size, rule) for a CUDA or ROCm GPU, following vLLM's selector."""
-    if hw.vendor == "amd":
-        return "ROCM_ATTN", 16, "derived from the GPU: ROCm platform"
-    major = int(hw.compute_capability.split(".")[0])
-    cc = f"compute capability {hw.compute_capability}"
-    if model.mla is not None:
-        if major == 10:
-            return "CUTLASS_MLA", 128, f"derived: MLA model on {cc} (Blackwell)"
-        return "FLASHMLA", 64, f"derived: MLA model on {cc}; FlashMLA needs block size 64"
-    if major == 10:
-        return "FLASHINFER", 16, f"derived from the GPU: {cc} (Blackwell) prefers FlashInfer"
-    sinks = model.architecture.startswith("GptOss")
-    if (kv_dtype == "fp8" and major != 9) or sinks:
-        why = "attention sinks" if sinks else f"FP8 KV cache on non-Hopper {cc}"
-        return "TRITON_ATTN", 16, f"derived: {why}"
-    version = 3 if major == 9 else 2
-    return f"FLASH_ATTN_FA{version}", 16, f"derived from the GPU: {cc} -> FlashAttention {version}"
-
-
-def _apply_override(values: dict, rules: dict, key: str, value) -> None:
+def _special(engine: str, key: str, value, values: dict, rules: dict) -> None:
     rule = f"user override (engine_args.{key})"
     match key:
         case "enforce_eager":
             if _coerce(key, value, bool):
                 values["cudagraph_mode"], values["compile"] = "NONE", False
                 rules["cudagraph_mode"] = rules["compile"] = rule
-        case "max_cudagraph_capture_size":
-            values[key], rules["cudagraph_capture_sizes"] = _coerce(key, value, int), rule
-        case "kv_cache_dtype":
-            kv = "fp8" if str(value).startswith("fp8") else str(value)
-            if kv not in KV_DTYPES:
-                raise UserError(
-                    f"engine_args.kv_cache_dtype={value!r}: choose one of "
-                    f"{', '.join(KV_DTYPES)}, fp8_e4m3, fp8_e5m2"
-                )
-            values[key], rules[key] = kv, rule
-        case "cudagraph_mode":
-            mode = str(value).upper()
-            if mode not in CUDAGRAPH_MODES:
-                raise UserError(
-                    f"engine_args.cudagraph_mode={value!r}: choose one of "
-                    f"{', '.join(CUDAGRAPH_MODES)}"
-                )
-            values[key], rules[key] = mode, rule
-        case _:
-            values[key], rules[key] = _coerce(key, value, SETTING_TYPES[key]), rule
+        case "max_cudagraph_capture_size" | "cuda_graph_max_bs":
+            values["max_capture"] = _coerce(key, value, int)
+            rules["cudagraph_capture_sizes"] = rule
+        case "swap_space":  # GiB, as the engine takes it
+            values["swap_space_bytes"] = int(_coerce(key, value, float) * GIB)
+            rules["swap_space_bytes"] = rule
+        case "schedule_conservativeness":  # SGLang: scales the admission ratios
+            c = _coerce(key, value, float)
+            if c <= 0:
+                raise UserError(f"engine_args.{key}={value!r}: must be > 0")
+            init = min(sglang_profile.INIT_RATIO * c, 1.0)
+            low = min(init * sglang_profile.MIN_RATIO_FACTOR, 1.0)
+            values["new_token_ratio"], values["min_new_token_ratio"] = init, low
+            values["new_token_ratio_decay"] = (init - low) / sglang_profile.DECAY_STEPS
+            for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
+                rules[knob] = rule
 
 
-def _derive(values: dict, rules: dict, overrides, hw: Hardware, model: ModelSpec, at: str) -> None:
-    """Settings vLLM derives from the others once the user's arguments are in."""
+def _derive(engine, rule_set, values, rules, overrides, hw, model, tp) -> None:
+    """Settings the engine derives from the others once the user's arguments are in."""
+    at = f"{engine} {rule_set}"
+    kv = str(values["kv_cache_dtype"])
+    values["kv_cache_dtype"] = "fp8" if kv.startswith("fp8") else kv
+    if values["kv_cache_dtype"] not in KV_DTYPES:
+        raise UserError(
+            f"kv_cache_dtype={kv!r}: choose one of {', '.join(KV_DTYPES)}, fp8_e4m3, fp8_e5m2"
+        )
+    v1 = values["scheduler"] != "vllm_v0"
     if "attention_backend" not in overrides:
-        backend, _, why = attention_backend(hw, model, values["kv_cache_dtype"])
+        backend, _, why = attention_backend(
+            engine, rule_set, hw, model, values["kv_cache_dtype"], v1
+        )
         values["attention_backend"], rules["attention_backend"] = backend, why
-    mode = values["cudagraph_mode"]
-    max_capture = values.pop("max_cudagraph_capture_size", min(2 * values["max_num_seqs"], 512))
+    mode = values["cudagraph_mode"] = str(values["cudagraph_mode"]).upper()
+    if mode not in CUDAGRAPH_MODES:
+        raise UserError(f"cudagraph_mode={mode!r}: choose one of {', '.join(CUDAGRAPH_MODES)}")
+    max_capture = values.pop("max_capture", None)
+    graph_max_bs = values.pop("graph_max_bs", None)
     if "cudagraph_capture_sizes" not in overrides:
-        values["cudagraph_capture_sizes"] = (
-            () if mode == "NONE" else capture_sizes(max_capture, values["max_num_batched_tokens"])
-        )
-        rules.setdefault(
-            "cudagraph_capture_sizes",
-            f"{at}: 1,2,4, 8..248 step 8, 256.. step 16, "
-            f"up to {max_capture} and to the token budget",
-        )
+        if mode == "NONE":
+            sizes, why = (), "no CUDA graphs"
+        elif max_capture is not None:
+            sizes = tuple(s for s in (1, 2, 4, *range(8, max_capture + 1, 8)) if s <= max_capture)
+            why = f"1, 2, 4, 8..{max_capture} step 8"
+        elif engine == "vllm":
+            sizes, why = vllm_profile.capture_sizes(
+                version_tuple(rule_set),
+                v1,
+                values["max_num_seqs"],
+                values["max_num_batched_tokens"],
+                hw.compute_capability.startswith("10"),
+            )
+        elif engine == "sglang":
+            sizes, why = sglang_profile.capture_sizes(rule_set, graph_max_bs)
+        else:
+            sizes, why = ENGINES[engine].capture_sizes(rule_set, graph_max_bs)
+        values["cudagraph_capture_sizes"] = sizes
+        rules.setdefault("cudagraph_capture_sizes", f"{at}: {why}")
     if "cudagraph_memory_bytes" not in overrides:
-        values["cudagraph_memory_bytes"] = CUDAGRAPH_BYTES[mode]
+        subtracted = engine != "vllm" or vllm_profile.graph_memory_subtracted(rule_set)
+        values["cudagraph_memory_bytes"] = CUDAGRAPH_BYTES[mode] if subtracted else 0
         rules["cudagraph_memory_bytes"] = (
-            f"{at}: the {mode} graph pool is subtracted before KV sizing; its size is a prior"
+            f"{at}: the {mode} graph pool is reserved before KV sizing (size: estimate)"
+            if subtracted
+            else f"{at}: graph memory comes out of the unused share, not the KV"
         )
+    if "non_torch_memory_bytes" not in overrides:
+        values["non_torch_memory_bytes"] = NON_TORCH_BYTES + (NCCL_BYTES if tp > 1 else 0)
+        rules["non_torch_memory_bytes"] = "estimate: CUDA context and workspaces" + (
+            ", plus NCCL buffers for TP > 1" if tp > 1 else ""
+        )
+    if engine == "vllm" and "max_prefill_tokens" not in overrides:
+        values["max_prefill_tokens"] = values["max_num_batched_tokens"]
+
+
+def attention_backend(
+    engine: str, rule_set: str, hw: Hardware, model: ModelSpec, kv_dtype: str, v1: bool = True
+) -> tuple[str, int, str]:
+    """(backend, block size it needs, rule) for this engine release on this GPU and model."""
+    if engine == "vllm":
+        return vllm_profile.attention_backend(engine, rule_set, hw, model, kv_dtype, v1)
+    return ENGINES[engine].attention_backend(engine, rule_set, hw, model, kv_dtype)
+
+
+def after_memory(settings: EngineSettings, pool_tokens: int) -> EngineSettings:
+    """Limits an engine sizes from its KV pool at start-up (SGLang's max_running_requests),
+    unless the user set them."""
+    if "user override" in settings.rules.get("max_num_seqs", ""):
+        return settings
+    return ENGINES[settings.engine].after_memory(settings, pool_tokens)
 
 
 def _coerce(key: str, value, kind: type):
@@ -247,35 +293,43 @@ def _coerce(key: str, value, kind: type):
         raise UserError(f"engine_args.{key}={value!r}: expected {kind.__name__}") from None
 
 
-def _check(s: EngineSettings, model: ModelSpec) -> None:
-    """Settings the real engine refuses at start-up, with its advice."""
+def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
+    """Settings the real engine refuses at start-up, with its advice (by its own names)."""
+    n = s.display_name
 
     def bad(msg: str):
         raise UserError(msg)
 
-    for name, allowed in (
-        ("scheduler", ("vllm_v1",)),
-        ("policy", ("fcfs",)),
-        ("preemption_mode", ("recompute",)),
+    if s.policy not in POLICIES[s.scheduler]:
+        bad(f"{n('policy')}={s.policy!r}: {s.engine} supports {', '.join(POLICIES[s.scheduler])}")
+    if s.preemption_mode not in ("recompute", "swap"):
+        bad(f"preemption_mode={s.preemption_mode!r}: choose recompute or swap")
+    if s.preemption_mode == "swap" and s.scheduler != "vllm_v0":
+        bad("preemption_mode=swap exists only in vLLM's V0 engine (before 0.8)")
+    if s.scheduler == "trtllm" and s.capacity_policy not in (
+        "GUARANTEED_NO_EVICT",
+        "MAX_UTILIZATION",
     ):
-        if getattr(s, name) not in allowed:
-            bad(f"{name}={getattr(s, name)!r}: this profile supports {', '.join(allowed)}")
+        bad(
+            f"capacity_scheduler_policy={s.capacity_policy!r}: choose GUARANTEED_NO_EVICT "
+            "or MAX_UTILIZATION"
+        )
     if s.max_num_seqs < 1:
-        bad(f"max_num_seqs={s.max_num_seqs}: must be >= 1")
-    if s.max_num_batched_tokens < s.max_num_seqs:
+        bad(f"{n('max_num_seqs')}={s.max_num_seqs}: must be >= 1")
+    if s.scheduler.startswith("vllm") and s.max_num_batched_tokens < s.max_num_seqs:
         bad(
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be >= max_num_seqs "
             f"({s.max_num_seqs}); raise engine_args.max_num_batched_tokens or lower max_num_seqs"
         )
     if s.block_size not in BLOCK_SIZES:
-        bad(f"block_size={s.block_size}: choose one of {', '.join(map(str, BLOCK_SIZES))}")
+        bad(f"{n('block_size')}={s.block_size}: choose one of {', '.join(map(str, BLOCK_SIZES))}")
     if s.max_num_batched_tokens < s.block_size:
         bad(
-            f"max_num_batched_tokens ({s.max_num_batched_tokens}) is below block_size "
-            f"({s.block_size})"
+            f"{n('max_num_batched_tokens')} ({s.max_num_batched_tokens}) is below "
+            f"{n('block_size')} ({s.block_size})"
         )
     if not 0 < s.gpu_memory_utilization <= 1:
-        bad(f"gpu_memory_utilization={s.gpu_memory_utilization}: must be in (0, 1]")
+        bad(f"{n('gpu_memory_utilization')}={s.gpu_memory_utilization}: must be in (0, 1]")
     if s.max_model_len < 1:
         bad(f"max_model_len={s.max_model_len}: must be >= 1")
     if s.max_model_len > model.max_position_embeddings:
@@ -283,7 +337,11 @@ def _check(s: EngineSettings, model: ModelSpec) -> None:
             f"max_model_len ({s.max_model_len}) exceeds the model's max_position_embeddings "
             f"({model.max_position_embeddings}); lower engine_args.max_model_len"
         )
-    if not s.enable_chunked_prefill and s.max_num_batched_tokens < s.max_model_len:
+    if (
+        s.scheduler.startswith("vllm")
+        and not s.enable_chunked_prefill
+        and s.max_num_batched_tokens < s.max_model_len
+    ):
         bad(
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) is smaller than max_model_len "
             f"({s.max_model_len}) with chunked prefill off; raise max_num_batched_tokens or "
@@ -291,7 +349,11 @@ def _check(s: EngineSettings, model: ModelSpec) -> None:
         )
     if s.long_prefill_token_threshold < 0:
         bad("long_prefill_token_threshold must be >= 0 (0 = no cap)")
+    if s.num_scheduler_steps < 1:
+        bad("num_scheduler_steps must be >= 1")
     if s.cpu_step_overhead_s < 0 or s.cpu_per_seq_overhead_s < 0:
         bad("CPU overheads must be >= 0")
     if model.mla is not None and s.attention_backend == "FLASHMLA" and s.block_size != 64:
         bad(f"FlashMLA needs block_size 64, got {s.block_size}")
+    if model.num_q_heads % tp:
+        bad(f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads")

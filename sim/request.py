@@ -21,7 +21,7 @@ class Status(Enum):
     RUNNING = "running"
     PREEMPTED = "preempted"  # back in the waiting queue, KV freed, to be recomputed
     FINISHED = "finished"
-    REJECTED = "rejected"  # refused on arrival (prompt + output exceed max_model_len)
+    REJECTED = "rejected"  # refused on arrival (say, prompt + output exceed max_model_len)
 
 
 @dataclass(slots=True, eq=False)
@@ -34,6 +34,7 @@ class Request:
     # prompt and output. Equal leading ids mean equal leading tokens (shareable KV).
     content_ids: list[int]
     content_block_tokens: int
+    priority: int = 0  # lower is served first (policy=priority)
     status: Status = Status.WAITING
     num_output_tokens: int = 0
     num_computed_tokens: int = 0
@@ -44,6 +45,7 @@ class Request:
     first_token_s: float | None = None
     last_token_s: float | None = None
     finish_s: float | None = None
+    reject_reason: str | None = None
 
     @property
     def num_tokens(self) -> int:

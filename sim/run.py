@@ -12,7 +12,7 @@ from sim.config import SimConfig
 from sim.cost import CostModel
 from sim.cost_profile import CostProfile
 from sim.driver import Progress, check_conservation, run_simpy
-from sim.engine import Engine
+from sim.engine import PP_SCHEDULERS, Engine
 from sim.errors import UserError
 from sim.gpu_profile import PricingChoice, choose_pricer
 from sim.hardware import Hardware, load_hardware
@@ -20,7 +20,7 @@ from sim.memory import MemoryPlan, plan_memory
 from sim.metrics import StepLog, bench_summary, requests_frame, sim_figures
 from sim.model import ModelSpec
 from sim.model_config import load_model
-from sim.profiles import resolve
+from sim.profiles import after_memory, resolve
 from sim.settings import EngineSettings
 from sim.workload import Workload, generate
 
@@ -41,13 +41,16 @@ class Setup:
     def from_config(cls, cfg: SimConfig) -> Setup:
         hardware = load_hardware(cfg.hardware)
         model = load_model(cfg.model)
-        tp = cfg.parallel.tp
+        par = cfg.parallel
+        tp = par.tp
         if model.num_q_heads % tp:
             raise UserError(
                 f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
             )
         settings = resolve(cfg.engine, hardware, model, tp, cfg.entry_point, cfg.engine_args)
-        memory = plan_memory(hardware, model, settings, tp, cfg.dtype)
+        check_parallel(model, settings, par.tp, par.pp, par.ep)
+        memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp)
+        settings = after_memory(settings, memory.kv_capacity_tokens)
         prior = CostProfile.load("prior")
         pricing = choose_pricer(
             hardware, cfg.cost_profile, prior, settings.engine, settings.version
@@ -62,14 +65,39 @@ class Setup:
             self.config.dtype,
             self.pricing.pricer,
             self.prior,
+            self.config.parallel.pp,
+            self.config.parallel.ep,
         )
 
     def engines(self, steps: StepLog) -> list[Engine]:
         cost = self.cost_model()
+        par = self.config.parallel
         return [
-            Engine(self.settings, self.memory, cost, steps, replica=k)
-            for k in range(self.config.parallel.dp)
+            Engine(self.settings, self.memory, cost, steps, replica=k, pp=par.pp)
+            for k in range(par.dp)
         ]
+
+
+def check_parallel(model: ModelSpec, settings: EngineSettings, tp: int, pp: int, ep: int) -> None:
+    if pp > model.num_layers:
+        raise UserError(f"parallel.pp={pp} exceeds {model.name}'s {model.num_layers} layers")
+    if pp > 1 and settings.scheduler not in PP_SCHEDULERS:
+        raise UserError(
+            f"parallel.pp={pp}: pipeline parallelism is modelled for vLLM's V1 engine (0.8+) "
+            f"only, not {settings.engine}@{settings.version}; use parallel.tp"
+        )
+    if ep > 1:
+        if model.moe is None:
+            raise UserError(f"parallel.ep={ep}: {model.name} is not a mixture-of-experts model")
+        if ep != tp:
+            raise UserError(
+                f"parallel.ep={ep}: expert parallelism is modelled inside a replica's tensor "
+                f"parallel group, so ep must equal tp ({tp}) or be 1"
+            )
+        if model.moe.num_experts % ep:
+            raise UserError(
+                f"parallel.ep={ep} must divide {model.name}'s {model.moe.num_experts} experts"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +113,7 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     started = time.perf_counter()
     setup = Setup.from_config(cfg)
     workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
-    g, b = workload.content_block_tokens, setup.settings.block_size
+    g, b = workload.content_block_tokens, setup.memory.block_size
     if g % b and b % g:
         raise UserError(
             f"the workload's {g}-token content blocks do not align with KV blocks "
@@ -93,7 +121,13 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         )
     log = StepLog()
     engines = setup.engines(log)
-    outcome = run_simpy(workload, engines, until_s=cfg.max_sim_time_s, progress=progress)
+    outcome = run_simpy(
+        workload,
+        engines,
+        until_s=cfg.max_sim_time_s,
+        progress=progress,
+        router=cfg.parallel.router,
+    )
     check_conservation(outcome, engines)
     requests = requests_frame(outcome.requests, outcome.replica_of)
     steps = log.frame()
@@ -114,7 +148,7 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     }
     summary |= _bench_header(cfg, setup, workload)
     summary["config"] = asdict(cfg)
-    summary["engine_settings"] = setup.settings.records()
+    summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
     return RunResult(setup, workload, requests, steps, summary)
 

@@ -1,6 +1,6 @@
-"""vLLM V1's scheduler: one token budget, running requests first, then waiting ones (FCFS).
+"""Schedulers: what every family shares (SchedulerBase), and vLLM V1's.
 
-Each step:
+vLLM V1: one token budget, running requests first, then waiting ones (FCFS). Each step:
   1. running requests, oldest first, each gets min(remaining tokens, threshold, budget) new
      tokens; when the pool is out of blocks the newest running request is preempted (its blocks
      freed, num_computed_tokens reset, pushed to the front of the waiting queue), repeatedly,
@@ -8,6 +8,13 @@ Each step:
   2. only if nothing was preempted: waiting requests in order while budget and max_num_seqs
      allow, each reusing its cached prefix and taking a chunk of what remains;
   3. after the step, every request whose computed tokens reached its known tokens samples one.
+With policy=priority the waiting queue is ordered by (priority, arrival) and the victim is the
+running request with the largest (priority, arrival), even one already scheduled this step.
+A request whose tokens are all computed but not yet sampled (a micro-batch still in the
+pipeline, pp > 1) has nothing to schedule and is skipped.
+
+The other families: sim/scheduler_v0.py (vLLM V0), scheduler_sglang.py, scheduler_trtllm.py,
+scheduler_teaching.py (Orca, static batching).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ class StepPlan:
     num_prefill_tokens: int
     num_decode_tokens: int
     num_preempted: int
+    swap_bytes: int = 0  # KV moved over PCIe this step (vLLM V0 swap preemption)
+    padding_context: tuple[int, ...] = ()  # finished rows a static batch still computes
 
     @property
     def num_tokens(self) -> int:
@@ -41,8 +50,10 @@ class StepPlan:
         return len(self.requests)
 
 
-class VllmV1Scheduler:
-    def __init__(self, settings: EngineSettings, kv: KVCacheManager):
+class SchedulerBase:
+    """State and bookkeeping every family shares; subclasses decide what each step runs."""
+
+    def __init__(self, settings: EngineSettings, kv: KVCacheManager, bytes_per_block: int = 0):
         self.kv = kv
         self.max_num_seqs = settings.max_num_seqs
         self.max_num_batched_tokens = settings.max_num_batched_tokens
@@ -53,13 +64,41 @@ class VllmV1Scheduler:
         self.running: list[Request] = []
         self.itl_gaps_s = array("d")  # every gap between consecutive tokens of a request
         self.num_preemptions = 0
+        self.priority = settings.policy == "priority"
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
     def add_request(self, req: Request) -> None:
-        self.waiting.append(req)
+        if self.priority:
+            self._insert_by_priority(req)
+        else:
+            self.waiting.append(req)
+
+    def admission_error(self, req: Request) -> str | None:
+        """Why this engine can never run `req` (it is then refused on arrival), or None."""
+        return None
+
+    @staticmethod
+    def _rank(req: Request) -> tuple:
+        return (req.priority, req.arrival_s, req.request_id)
+
+    def _insert_by_priority(self, req: Request) -> None:
+        key = self._rank(req)
+        i = len(self.waiting)
+        while i > 0 and self._rank(self.waiting[i - 1]) > key:
+            i -= 1
+        self.waiting.insert(i, req)
+
+    def _pick_victim(self) -> Request:
+        """Take the request to preempt out of the running list: the newest (fcfs), or the
+        one with the largest (priority, arrival)."""
+        if not self.priority:
+            return self.running.pop()
+        victim = max(self.running, key=self._rank)
+        self.running.remove(victim)
+        return victim
 
     def _chunk(self, num_new_tokens: int, budget: int) -> int:
         threshold = self.long_prefill_token_threshold
@@ -67,67 +106,36 @@ class VllmV1Scheduler:
             num_new_tokens = threshold
         return min(num_new_tokens, budget)
 
-    def schedule(self, now: float) -> StepPlan:
-        budget = self.max_num_batched_tokens
-        reqs: list[Request] = []
-        new_tokens: list[int] = []
-        preempted_before = self.num_preemptions
-        i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = self._chunk(req.num_tokens - req.num_computed_tokens, budget)
-            if not self._allocate_or_preempt(req, n):
-                break  # req preempted itself: nothing after it can run either
-            reqs.append(req)
-            new_tokens.append(n)
-            budget -= n
-            i += 1
-        num_preempted = self.num_preemptions - preempted_before
-        if num_preempted == 0:
-            self._admit_waiting(now, budget, reqs, new_tokens)
-        return self._plan(reqs, new_tokens, num_preempted)
-
-    def _allocate_or_preempt(self, req: Request, n: int) -> bool:
-        """Make room for n more tokens of running `req` by preempting the newest running
-        requests; False if `req` itself had to go."""
-        while self.kv.allocate_slots(req, n) is None:
-            victim = self.running.pop()
-            self._preempt(victim)
-            if victim is req:
-                return False
-        return True
-
-    def _admit_waiting(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            req = self.waiting[0]
-            hits, num_hit_tokens = self.kv.get_computed_blocks(req)
-            n = req.num_tokens - num_hit_tokens
-            if not self.enable_chunked_prefill and n > budget:
-                break
-            n = self._chunk(n, budget)
-            if self.kv.allocate_slots(req, n, hits, num_hit_tokens, self.reserve_full_isl) is None:
-                break
+    def _start(self, req: Request, num_hit_tokens: int, now: float) -> None:
+        """Move the head of the waiting queue into the running batch."""
+        if self.waiting[0] is req:
             self.waiting.popleft()
-            self.running.append(req)
-            req.status = Status.RUNNING
-            req.num_computed_tokens = num_hit_tokens
-            if req.num_cached_tokens is None:
-                req.num_cached_tokens = num_hit_tokens
-            if req.first_scheduled_s is None:
-                req.first_scheduled_s = now
-            reqs.append(req)
-            new_tokens.append(n)
-            budget -= n
+        else:
+            self.waiting.remove(req)
+        self.running.append(req)
+        req.status = Status.RUNNING
+        req.num_computed_tokens = num_hit_tokens
+        if req.num_cached_tokens is None:
+            req.num_cached_tokens = num_hit_tokens
+        if req.first_scheduled_s is None:
+            req.first_scheduled_s = now
 
-    def _preempt(self, req: Request) -> None:
+    def _preempt(self, req: Request, front: bool = True) -> None:
+        """Recompute preemption: free the blocks, back to the waiting queue (its front, or
+        its back with front=False; by priority under policy=priority)."""
         self.kv.free(req)
         req.status = Status.PREEMPTED
         req.num_computed_tokens = 0
         req.num_preemptions += 1
         self.num_preemptions += 1
-        self.waiting.appendleft(req)
+        if self.priority:
+            self._insert_by_priority(req)
+        elif front:
+            self.waiting.appendleft(req)
+        else:
+            self.waiting.append(req)
 
-    def _plan(self, reqs, new_tokens, num_preempted) -> StepPlan:
+    def _plan(self, reqs, new_tokens, num_preempted, swap_bytes: int = 0) -> StepPlan:
         context = []
         num_decode = 0
         for req, n in zip(reqs, new_tokens, strict=True):
@@ -142,21 +150,24 @@ class VllmV1Scheduler:
             num_prefill_tokens=sum(new_tokens) - num_decode,
             num_decode_tokens=num_decode,
             num_preempted=num_preempted,
+            swap_bytes=swap_bytes,
         )
+
+    def _emit(self, req: Request, end_s: float) -> None:
+        req.num_output_tokens += 1
+        if req.first_token_s is None:
+            req.first_token_s = end_s
+        else:
+            self.itl_gaps_s.append(end_s - req.last_token_s)
+        req.last_token_s = end_s
 
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
         """Sample a token for each request that caught up; return the requests that finished."""
         finished = []
-        gaps = self.itl_gaps_s
         for req in plan.requests:
             if req.num_computed_tokens < req.num_tokens:
                 continue  # a partial prefill: no token yet
-            req.num_output_tokens += 1
-            if req.first_token_s is None:
-                req.first_token_s = end_s
-            else:
-                gaps.append(end_s - req.last_token_s)
-            req.last_token_s = end_s
+            self._emit(req, end_s)
             if req.is_finished:
                 req.status = Status.FINISHED
                 req.finish_s = end_s
@@ -175,10 +186,77 @@ class VllmV1Scheduler:
             assert req.status is Status.RUNNING
             assert req.num_computed_tokens <= req.num_tokens
             assert req.request_id in self.kv.req_blocks
-        statuses = [req.status for req in self.waiting]
-        # preempted requests go back to the front, new ones join the back
-        assert statuses == sorted(statuses, key=lambda s: s is Status.WAITING), statuses
         for req in self.waiting:
             assert req.status in (Status.WAITING, Status.PREEMPTED)
             assert req.num_computed_tokens == 0
             assert req.request_id not in self.kv.req_blocks
+
+
+class VllmV1Scheduler(SchedulerBase):
+    def schedule(self, now: float) -> StepPlan:
+        budget = self.max_num_batched_tokens
+        reqs: list[Request] = []
+        new_tokens: list[int] = []
+        preempted_before = self.num_preemptions
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = self._chunk(req.num_tokens - req.num_computed_tokens, budget)
+            if n == 0:  # its last tokens are still in flight (pipeline parallelism)
+                i += 1
+                continue
+            ok, returned = self._allocate_or_preempt(req, n, reqs, new_tokens)
+            budget += returned
+            if not ok:
+                break  # req preempted itself: nothing after it can run either
+            reqs.append(req)
+            new_tokens.append(n)
+            budget -= n
+            # fcfs victims come from the back, so req keeps its index; priority ones may not
+            i = self.running.index(req) + 1 if self.priority else i + 1
+        num_preempted = self.num_preemptions - preempted_before
+        if num_preempted == 0:
+            self._admit_waiting(now, budget, reqs, new_tokens)
+        return self._plan(reqs, new_tokens, num_preempted)
+
+    def _allocate_or_preempt(
+        self, req: Request, n: int, reqs: list, new_tokens: list
+    ) -> tuple[bool, int]:
+        """Make room for n more tokens of running `req` by preempting running requests (the
+        newest, or by priority): (False if `req` itself had to go, budget tokens handed back
+        by victims already scheduled this step, which are taken out of it)."""
+        returned = 0
+        while self.kv.allocate_slots(req, n) is None:
+            victim = self._pick_victim()
+            if self.priority and victim in reqs:
+                j = reqs.index(victim)
+                returned += new_tokens[j]
+                del reqs[j], new_tokens[j]
+            self._preempt(victim)
+            if victim is req:
+                return False, returned
+        return True, returned
+
+    def _admit_waiting(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = self.waiting[0]
+            hits, num_hit_tokens = self.kv.get_computed_blocks(req)
+            n = req.num_tokens - num_hit_tokens
+            if not self.enable_chunked_prefill and n > budget:
+                break
+            n = self._chunk(n, budget)
+            if self.kv.allocate_slots(req, n, hits, num_hit_tokens, self.reserve_full_isl) is None:
+                break
+            self._start(req, num_hit_tokens, now)
+            reqs.append(req)
+            new_tokens.append(n)
+            budget -= n
+
+    def check_invariants(self) -> None:
+        super().check_invariants()
+        if self.priority:
+            ranks = [self._rank(r) for r in self.waiting]
+            assert ranks == sorted(ranks)
+        else:  # preempted requests go back to the front, new ones join the back
+            statuses = [req.status for req in self.waiting]
+            assert statuses == sorted(statuses, key=lambda s: s is Status.WAITING), statuses

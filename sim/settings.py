@@ -1,8 +1,10 @@
 """EngineSettings: every setting a simulation uses, resolved, with its category and rule.
 
 `sim.profiles.resolve()` builds one from (engine spec, hardware, model, parallelism, entry point,
-user overrides). upgrade_diff compares two of them field by field; the category says which kind
-of cause a difference is, the rule says where the value came from.
+user overrides). The fields are the simulator's knobs, shared by all engine families; each
+engine shows (and accepts as engine_args) the knobs it has, under its own argument names.
+upgrade_diff compares two of them field by field; the category says which kind of cause a
+difference is, the rule says where the value came from.
 """
 
 from __future__ import annotations
@@ -15,60 +17,94 @@ from enum import StrEnum
 
 class Category(StrEnum):
     DEFAULTS = "defaults"  # budgets and limits
-    KERNELS = "kernels"  # attention/GEMM/sampler backend, CUDA graphs, compile
-    SCHEDULING = "scheduling"  # policy, preemption, CPU overhead, async scheduling
-    MEMORY = "memory"  # utilisation, block size, KV dtype, reserved memory
+    KERNELS = "kernels"  # attention/GEMM backend, CUDA graphs, compile
+    SCHEDULING = "scheduling"  # policy, preemption, CPU overhead, async / overlapped scheduling
+    MEMORY = "memory"  # utilisation, block size, KV dtype, reserved memory, swap
 
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
-    engine: str  # "vllm"
-    version: str  # "0.33.0"
-    entry_point: str  # "server" (vllm serve) | "offline" (the LLM class)
-    # defaults
+    engine: str  # "vllm" | "sglang" | "trtllm" | "orca" | "static"
+    version: str  # as asked for, e.g. "0.9.2"
+    rule_set: str  # the release whose rules applied (the nearest not after `version`)
+    entry_point: str  # "server" (the OpenAI-compatible server) | "offline" (the LLM class)
+    # defaults: budgets and limits
     max_num_seqs: int
-    max_num_batched_tokens: int
+    max_num_batched_tokens: int  # the per-step token budget (chunk size for SGLang)
     max_model_len: int
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
     long_prefill_token_threshold: int  # 0 = no cap on one request's chunk
+    max_prefill_tokens: int  # tokens one prefill step may admit (SGLang); else the budget
     # kernels
     attention_backend: str
-    cudagraph_mode: str  # NONE | PIECEWISE | FULL_AND_PIECEWISE
+    cudagraph_mode: str  # NONE | FULL_DECODE_ONLY | PIECEWISE | FULL_AND_PIECEWISE
     cudagraph_capture_sizes: tuple[int, ...]
     compile: bool
     # scheduling
-    scheduler: str  # which scheduler class runs: "vllm_v1"
-    policy: str  # fcfs
-    preemption_mode: str  # recompute
+    scheduler: str  # which scheduler runs: vllm_v0 | vllm_v1 | sglang | trtllm | orca | static
+    policy: str  # fcfs | priority | lpm
+    preemption_mode: str  # recompute | swap
     scheduler_reserve_full_isl: bool  # admit only if the whole prompt fits in free blocks
-    async_scheduling: bool  # CPU work of step n+1 overlaps GPU work of step n
-    cpu_step_overhead_s: float  # scheduling + input prep + output processing, per step
-    cpu_per_seq_overhead_s: float  # the part that grows with the batch
+    async_scheduling: bool  # CPU work of step n+1 overlaps the GPU work of step n
+    async_output_proc: bool  # output processing overlaps the next step (vLLM V0 0.6+)
+    num_scheduler_steps: int  # multi-step scheduling: decode steps per scheduler call
+    capacity_policy: str  # TensorRT-LLM: GUARANTEED_NO_EVICT | MAX_UTILIZATION
+    new_token_ratio: float  # SGLang: share of max_new_tokens admission reserves, at first
+    min_new_token_ratio: float  # ... and the floor it decays to
+    new_token_ratio_decay: float  # ... per decode step
+    cpu_step_overhead_s: float  # engine-loop CPU time per step: scheduling, input prep
+    cpu_per_seq_overhead_s: float  # ... and per running sequence
+    cpu_output_per_seq_s: float  # output processing per running sequence (detokenise, stream)
+    cpu_exposed_s: float  # CPU time left on the critical path when scheduling asynchronously
+    prefix_hash_s_per_token: float  # prefix-cache hashing per prefill token
     # memory
-    gpu_memory_utilization: float
+    gpu_memory_utilization: float  # vLLM / SGLang: of all GPU memory; TRT-LLM: of what is free
     block_size: int
     kv_cache_dtype: str
     cudagraph_memory_bytes: int  # graph pool subtracted before KV sizing (0 if not subtracted)
     non_torch_memory_bytes: int  # CUDA context, cuBLAS/NCCL workspaces
+    swap_space_bytes: int  # CPU memory for swapped-out KV blocks (vLLM V0)
+    block_watermark: float  # share of blocks kept free when admitting (vLLM V0)
     rules: Mapping[str, str]  # field name -> the rule that set it
+    applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
+    names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
+
+    def display_name(self, knob: str) -> str:
+        return (self.names or {}).get(knob, knob)
+
+    def displayed_value(self, knob: str):
+        value = getattr(self, knob)
+        if self.display_name(knob) in INVERTED:
+            return not value
+        return list(value) if isinstance(value, tuple) else value
 
     def records(self) -> list[dict]:
-        """One flat record per setting: name, value, category, rule."""
+        """One flat record per setting this engine has: its own name, value, category, rule."""
         return [
             {
-                "name": name,
-                "value": _plain(getattr(self, name)),
-                "category": CATEGORY[name].value,
-                "rule": self.rules.get(name, ""),
+                "name": self.display_name(k),
+                "value": self.displayed_value(k),
+                "category": CATEGORY[k].value,
+                "rule": self.rules.get(k, ""),
             }
-            for name in SETTING_NAMES
+            for k in (self.applicable or SETTING_NAMES)
         ]
 
+    def as_mapping(self) -> dict:
+        """`{name: {value, category, rule}}`, as summary.json's engine_settings."""
+        return {r["name"]: {k: r[k] for k in ("value", "category", "rule")} for r in self.records()}
 
-def _plain(value):
-    return list(value) if isinstance(value, tuple) else value
 
+# Engine argument names whose meaning is the negation of the knob they set.
+INVERTED = frozenset(
+    {
+        "disable_radix_cache",
+        "disable_overlap_schedule",
+        "disable_overlap_scheduler",
+        "disable_async_output_proc",
+    }
+)
 
 CATEGORY: dict[str, Category] = {
     "max_num_seqs": Category.DEFAULTS,
@@ -77,6 +113,7 @@ CATEGORY: dict[str, Category] = {
     "enable_chunked_prefill": Category.DEFAULTS,
     "enable_prefix_caching": Category.DEFAULTS,
     "long_prefill_token_threshold": Category.DEFAULTS,
+    "max_prefill_tokens": Category.DEFAULTS,
     "attention_backend": Category.KERNELS,
     "cudagraph_mode": Category.KERNELS,
     "cudagraph_capture_sizes": Category.KERNELS,
@@ -86,18 +123,29 @@ CATEGORY: dict[str, Category] = {
     "preemption_mode": Category.SCHEDULING,
     "scheduler_reserve_full_isl": Category.SCHEDULING,
     "async_scheduling": Category.SCHEDULING,
+    "async_output_proc": Category.SCHEDULING,
+    "num_scheduler_steps": Category.SCHEDULING,
+    "capacity_policy": Category.SCHEDULING,
+    "new_token_ratio": Category.SCHEDULING,
+    "min_new_token_ratio": Category.SCHEDULING,
+    "new_token_ratio_decay": Category.SCHEDULING,
     "cpu_step_overhead_s": Category.SCHEDULING,
     "cpu_per_seq_overhead_s": Category.SCHEDULING,
+    "cpu_output_per_seq_s": Category.SCHEDULING,
+    "cpu_exposed_s": Category.SCHEDULING,
+    "prefix_hash_s_per_token": Category.SCHEDULING,
     "gpu_memory_utilization": Category.MEMORY,
     "block_size": Category.MEMORY,
     "kv_cache_dtype": Category.MEMORY,
     "cudagraph_memory_bytes": Category.MEMORY,
     "non_torch_memory_bytes": Category.MEMORY,
+    "swap_space_bytes": Category.MEMORY,
+    "block_watermark": Category.MEMORY,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)
 
-_NOT_SETTINGS = {"engine", "version", "entry_point", "rules"}
+_NOT_SETTINGS = {"engine", "version", "rule_set", "entry_point", "rules", "applicable", "names"}
 assert {f.name for f in fields(EngineSettings)} - _NOT_SETTINGS == set(SETTING_NAMES)
 
 # The Python type of each setting, for converting command-line overrides.
@@ -106,3 +154,12 @@ SETTING_TYPES: dict[str, type] = {
     for name, hint in typing.get_type_hints(EngineSettings).items()
     if name in CATEGORY
 }
+
+
+def user_value(overrides: Mapping[str, object] | None, knob: str, names: Mapping[str, str]):
+    """The user's engine_args value for `knob`, by its own name or the engine's, or None."""
+    overrides = overrides or {}
+    for key in (knob, names.get(knob, knob)):
+        if overrides.get(key) is not None:
+            return overrides[key]
+    return None

@@ -31,6 +31,7 @@ class Workload:
     content_block_tokens: int
     concurrency: int | None  # at most this many requests in flight (a closed loop when set)
     description: str
+    priority: np.ndarray | None = None  # int64 per request (lower is served first), or None
 
     def __len__(self) -> int:
         return len(self.prompt_len)
@@ -44,6 +45,7 @@ class Workload:
             max_output_len=int(self.output_len[i]),
             content_ids=self.content_ids[lo:hi].tolist(),
             content_block_tokens=self.content_block_tokens,
+            priority=0 if self.priority is None else int(self.priority[i]),
         )
 
 
@@ -56,7 +58,11 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
     desc = (
         f"{n} requests, {what}, prompt mean {prompt.mean():.0f} / output mean {output.mean():.0f}"
     )
-    return Workload(arrival, prompt, output, ids, offsets, block, concurrency, desc)
+    priority = None
+    if cfg.priority_levels > 1:  # drawn last, so the other draws do not depend on it
+        priority = rng.integers(0, cfg.priority_levels, n).astype(np.int64)
+        desc += f", priorities 0..{cfg.priority_levels - 1} uniform"
+    return Workload(arrival, prompt, output, ids, offsets, block, concurrency, desc, priority)
 
 
 def _load_table(cfg: WorkloadConfig) -> TraceTable | None:
