@@ -28,7 +28,7 @@ from sim.roofline import (
     moe_shape,
     prefill_shape,
 )
-from sim.surface import Surface, grid
+from sim.surface import Surface, data_bounds, grid
 
 SMOOTHING = 0.3
 
@@ -268,7 +268,8 @@ def _gemm_variant(variant: str, x, y, base: Surface) -> Surface:
     if variant == "own":
         return empty.fitted(x, y, SMOOTHING)
     correction = empty.fitted(x, y - base(x), 1.0)
-    return Surface(base.features, base.knots, base.coef + correction.coef)
+    bounds = data_bounds(x, base.bounds)
+    return Surface(base.features, base.knots, base.coef + correction.coef, bounds)
 
 
 def pricer_for(hw: Hardware, family: dict) -> KernelPricer:

@@ -43,14 +43,20 @@ class GpuProfile:
 
     def family_for(self, engine: str | None, version: str | None) -> str:
         """The family of `engine`'s kernels measured at the newest version not after
-        `version`; the default family when none was measured for that engine."""
+        `version` (for a version older than every measured one, the oldest measured); the
+        default family when none was measured for that engine."""
         if engine and version:
             names = [*self.families, *(self.aliases or {})]
             mine = [f for f in names if f.startswith(engine + "@")]
-            earlier = [f for f in mine if _version_key(f.split("@")[1]) <= _version_key(version)]
-            pool = earlier or mine
-            if pool:
-                return max(pool, key=lambda f: _version_key(f.split("@")[1]))
+
+            def key(f: str):
+                return _version_key(f.split("@")[1])
+
+            earlier = [f for f in mine if key(f) <= _version_key(version)]
+            if earlier:
+                return max(earlier, key=key)
+            if mine:
+                return min(mine, key=key)
         return self.default_family
 
     def pricer(self, hardware: Hardware, prior: CostProfile, family: str) -> KernelPricer:

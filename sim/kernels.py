@@ -152,6 +152,13 @@ class KernelPricer:
             shape.kv_bytes,
         )
         surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        # The measured prefill tables start from an empty cache, so their shapes lie on the
+        # line keys-per-query ~ q / 2. A chunk after c cached tokens lies off it; it takes the
+        # efficiency of the measured prefill whose queries see as many keys (q' = 2 x keys
+        # per query) rather than an extrapolation of the surface into unmeasured shapes.
+        cached = np.broadcast_to(np.asarray(c, dtype=np.float64), (feats.shape[0],)) > 0
+        feats = feats.copy()
+        feats[cached, 0] = np.maximum(feats[cached, 0], feats[cached, 2] + 1.0)
         return self._price(
             surface,
             flops,

@@ -95,6 +95,8 @@ def requests_frame(requests: list[Request], replica_of: dict[int, int]) -> pd.Da
     df["e2el_s"] = df["finish_s"] - df["arrival_s"]
     decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
     df["tpot_s"] = (df["e2el_s"] - df["ttft_s"]) / decode_tokens
+    df["priority"] = np.array([r.priority for r in requests], dtype=np.int64)
+    df["reject_reason"] = [r.reject_reason or "" for r in requests]
     return df
 
 

@@ -132,6 +132,9 @@ def resolve(
     if entry_point not in ENTRY_POINTS:
         raise UserError(f"entry_point={entry_point!r}: choose one of {', '.join(ENTRY_POINTS)}")
     module = ENGINES[name]
+    why_not = getattr(module, "unsupported_model", lambda v, m: None)(version, model)
+    if why_not:
+        raise UserError(why_not)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     values, rules, applicable, names = module.defaults(
         name, rule_set, hardware, model, tp, entry_point, overrides

@@ -191,8 +191,8 @@ def write_report(result, out_dir: Path) -> Path:
     priced = ", ".join(f"{k}: {v}" for k, v in sim["priced_with"].items())
     text = f"""# Simulation report
 
-{setup.model.name} on {cfg.parallel.dp} x {cfg.parallel.tp} x {setup.hardware.display_name}
-(dp x tp), engine {s["backend"].removeprefix("sim:")} ({cfg.entry_point} entry point),
+{setup.model.name} on {_gpus(cfg.parallel)} x {setup.hardware.display_name}
+({_layout(cfg.parallel)}), {s["backend"].removeprefix("sim:")} ({cfg.entry_point} entry point),
 weights {setup.model.resolve_weight_dtype(cfg.dtype)}. Workload: {result.workload.description};
 seed {cfg.seed}. Cost profile `{pricing.profile}`: {calibrated}.
 Kernel classes priced with: {priced}.
@@ -225,3 +225,17 @@ Files: `summary.json` (these figures, vllm bench field names), `requests.parquet
 request), `steps.parquet` (one row per engine step).
 """
     return write_text(out_dir / "report.md", text)
+
+
+def _gpus(par) -> int:
+    return par.dp * par.tp * par.pp
+
+
+def _layout(par) -> str:
+    """'dp 1 x tp 1', with pp, ep and the router when they are in play."""
+    text = f"dp {par.dp} x tp {par.tp}" + (f" x pp {par.pp}" if par.pp > 1 else "")
+    if par.ep > 1:
+        text += f", ep {par.ep}"
+    if par.dp > 1:
+        text += f", router {par.router}"
+    return text

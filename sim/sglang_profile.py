@@ -17,6 +17,20 @@ from sim.settings import user_value
 from sim.versions import version_tuple
 
 RELEASES = ("0.3.6", "0.4.6", "0.5.10", "0.5.23")
+# The last release read (of RELEASES) whose srt/models/ lacks an architecture of the catalogue;
+# releases between it and the next one read are not known either way.
+ARCHITECTURE_ABSENT_THROUGH = {
+    "DeepseekV3ForCausalLM": "0.3.6",
+    "Gemma3ForConditionalGeneration": "0.3.6",
+    "Llama4ForConditionalGeneration": "0.3.6",
+    "Qwen3ForCausalLM": "0.3.6",
+    "Qwen3MoeForCausalLM": "0.3.6",
+    "DeepseekV32ForCausalLM": "0.4.6",
+    "GptOssForCausalLM": "0.4.6",
+    "KimiLinearForCausalLM": "0.4.6",
+    "Qwen3NextForCausalLM": "0.4.6",
+    "MiniMaxText01ForCausalLM": "0.5.23",
+}
 CAPTURE_MAX = 160
 MIB = 2**20
 INIT_RATIO = 0.7  # init_new_token_ratio (x schedule_conservativeness, at most 1)
@@ -69,6 +83,20 @@ MEM_FRACTION_BY_TP = {  # 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
 
 def releases(engine: str) -> tuple[str, ...]:
     return RELEASES
+
+
+def unsupported_model(version: str, model: ModelSpec) -> str | None:
+    """Why SGLang `version` cannot load `model`, if it is known not to."""
+    absent = ARCHITECTURE_ABSENT_THROUGH.get(model.architecture)
+    if absent is None:
+        return None
+    newest = absent == RELEASES[-1]  # absent from every release read
+    if newest or version_tuple(version) <= version_tuple(absent):
+        return (
+            f"SGLang {version} cannot serve {model.name}: {model.architecture} is not in "
+            f"SGLang {absent}'s srt/models/" + ("" if newest else "; use a later release")
+        )
+    return None
 
 
 def _chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:

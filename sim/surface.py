@@ -4,7 +4,9 @@ squares (scipy), clamped at the edges.
 The cost model stores each kernel class's log(measured / roofline) as one of these over shape
 features (log2 sizes, ratios), so any shape can be priced, not only the measured ones. Between
 knots the surface is linear in each feature; a second-difference penalty keeps it smooth where
-the data are sparse and extends it gently beyond them.
+the data are sparse. Outside the range the data covered, each feature is clamped to that range:
+a shape beyond the measurements takes the efficiency of the nearest measured edge instead of
+a linear extrapolation in log space, which can grow without bound.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Surface:
     features: tuple[str, ...]
     knots: tuple[np.ndarray, ...]  # increasing, at least one knot per feature
     coef: np.ndarray  # shape = tuple(len(k) for k in knots)
+    bounds: tuple[tuple[float, float], ...] | None = None  # per feature: the data's range
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -45,7 +48,8 @@ class Surface:
         for d, k in enumerate(self.knots):
             if len(k) == 1:
                 continue
-            v = np.clip(x[:, d], k[0], k[-1])
+            lo, hi = self.bounds[d] if self.bounds else (k[0], k[-1])
+            v = np.clip(x[:, d], max(lo, k[0]), min(hi, k[-1]))
             i = np.clip(np.searchsorted(k, v, side="right") - 1, 0, len(k) - 2)
             base += i * strides[d]
             live.append(d)
@@ -94,14 +98,18 @@ class Surface:
         normal = design.T @ design + smoothing**2 * (pen.T @ pen)
         normal = normal + 1e-9 * sp.identity(normal.shape[0])
         coef = spsolve(normal.tocsc(), design.T @ np.asarray(y, dtype=np.float64))
-        return Surface(self.features, self.knots, np.asarray(coef).reshape(self.shape))
+        coef = np.asarray(coef).reshape(self.shape)
+        return Surface(self.features, self.knots, coef, data_bounds(x))
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "features": list(self.features),
             "knots": [[float(v) for v in k] for k in self.knots],
             "coef_f16": base64.b64encode(self.coef.ravel().astype(COEF_DTYPE).tobytes()).decode(),
         }
+        if self.bounds is not None:
+            out["bounds"] = [[round(lo, 4), round(hi, 4)] for lo, hi in self.bounds]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> Surface:
@@ -111,7 +119,21 @@ class Surface:
         coef = np.frombuffer(raw, dtype=COEF_DTYPE).astype(np.float64)
         if coef.size != int(np.prod(shape)):
             raise ValueError(f"surface has {coef.size} coefficients for a grid of {shape}")
-        return cls(tuple(data["features"]), knots, coef.reshape(shape))
+        bounds = data.get("bounds")
+        if bounds is not None:
+            bounds = tuple((float(lo), float(hi)) for lo, hi in bounds)
+        return cls(tuple(data["features"]), knots, coef.reshape(shape), bounds)
+
+
+def data_bounds(x: np.ndarray, *others: tuple | None) -> tuple[tuple[float, float], ...]:
+    """Per feature, the range of the rows of x, widened to cover any `others` bounds."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    for other in others:
+        if other is not None:
+            lo = np.minimum(lo, [b[0] for b in other])
+            hi = np.maximum(hi, [b[1] for b in other])
+    return tuple((float(a), float(b)) for a, b in zip(lo, hi, strict=True))
 
 
 def grid(features: tuple[str, ...], knots: list) -> Surface:

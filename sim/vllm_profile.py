@@ -43,6 +43,21 @@ RELEASES = (
     "0.28.0",
     "0.33.0",
 )
+# The first release whose model registry (model_executor/models/__init__.py, later registry.py)
+# lists an architecture of the catalogue, read from every release's source between 0.4.0 and
+# 0.33.0 (older architectures: since 0.4.0 or before).
+ARCHITECTURE_FROM = {
+    "DeepseekV3ForCausalLM": "0.6.6",
+    "Gemma3ForConditionalGeneration": "0.8.0",
+    "Llama4ForConditionalGeneration": "0.8.3",
+    "MiniMaxText01ForCausalLM": "0.8.3",
+    "Qwen3ForCausalLM": "0.8.4",
+    "Qwen3MoeForCausalLM": "0.8.4",
+    "GptOssForCausalLM": "0.10.1",
+    "Qwen3NextForCausalLM": "0.10.2",
+    "DeepseekV32ForCausalLM": "0.11.0",
+    "KimiLinearForCausalLM": "0.11.1",
+}
 V1_FROM = (0, 8, 0)
 V0_LAST = (0, 11, 0)  # 0.11.0 removed the V0 engine
 
@@ -115,6 +130,17 @@ def releases(engine: str) -> tuple[str, ...]:
 
 def after_memory(settings, pool_tokens: int):
     return settings  # vLLM's limits do not depend on the pool
+
+
+def unsupported_model(version: str, model: ModelSpec) -> str | None:
+    """Why vLLM `version` cannot load `model`, if it cannot."""
+    first = ARCHITECTURE_FROM.get(model.architecture)
+    if first and version_tuple(version) < version_tuple(first):
+        return (
+            f"vLLM {version} cannot serve {model.name}: {model.architecture} first appears in "
+            f"vLLM {first}'s model registry; use engine=vllm@{first} or later"
+        )
+    return None
 
 
 def v0_fallback(release: str, hw: Hardware, overrides: dict) -> str | None:
@@ -246,7 +272,9 @@ def defaults(
         + (
             "async_scheduling auto-enabled (0.14.0, config VllmConfig.__post_init__)"
             if async_on
-            else "async scheduling off (opt-in flag 0.10.0-0.13.0)"
+            else "async_scheduling False (an opt-in flag 0.10.0-0.13.0)"
+            if v >= (0, 10, 0)
+            else "no async scheduling (the flag arrives in 0.10.0)"
         ),
     )
     cpu, rule = cpu_overheads("vllm", release)

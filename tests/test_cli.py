@@ -14,11 +14,11 @@ from sim.paths import REPO_DIR
 from tests.conftest import RUN_FILES
 
 
-def sim(*args, cwd):
+def sim(*args, cwd, module: str = "sim"):
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     env.pop("SIM_DEBUG", None)
     return subprocess.run(
-        [sys.executable, "-m", "sim", *args],
+        [sys.executable, "-m", module, *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -39,3 +39,13 @@ def test_another_seed_changes_the_workload(tmp_path, monkeypatch):
     a = _run(tmp_path, "a", monkeypatch)
     c = _run(tmp_path, "c", monkeypatch, "seed=1")
     assert (a / "requests.parquet").read_bytes() != (c / "requests.parquet").read_bytes()
+
+
+def test_every_engine_family_is_deterministic(tmp_path, monkeypatch):
+    for engine in ("vllm@0.6.6", "sglang", "trtllm", "static"):
+        runs = [
+            _run(tmp_path, f"{engine}-{k}", monkeypatch, f"engine={engine}", "output.report=false")
+            for k in range(2)
+        ]
+        for name in ("requests.parquet", "steps.parquet"):
+            assert (runs[0] / name).read_bytes() == (runs[1] / name).read_bytes(), (engine, name)

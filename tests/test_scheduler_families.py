@@ -209,3 +209,13 @@ def test_static_batch_runs_to_its_longest_member():
     ]
     assert a.finish_s == b.finish_s == 4.0  # the batch's responses complete together
     assert a.last_token_s == 2.0
+
+
+def test_vllm_v1_priority_serves_the_urgent_first_and_preempts_the_least():
+    sched = make(
+        "vllm", 40, max_num_batched_tokens=16, max_num_seqs=1, scheduling_policy="priority"
+    )
+    a, b, c = req("A", 16, 2), req("B", 16, 2), req("C", 16, 2)
+    a.priority, b.priority, c.priority = 0, 5, 1
+    steps = drive(sched, {1: [a, b, c]}, 6)
+    assert [s[0][0] for s in steps] == ["A", "A", "C", "C", "B", "B"]  # by priority, not arrival
