@@ -40,6 +40,7 @@ class StepPlan:
     num_preempted: int
     swap_bytes: int = 0  # KV moved over PCIe this step (vLLM V0 swap preemption)
     padding_context: tuple[int, ...] = ()  # finished rows a static batch still computes
+    preemptions: tuple[int, ...] = ()  # each request's num_preemptions when planned
 
     @property
     def num_tokens(self) -> int:
@@ -120,6 +121,12 @@ class SchedulerBase:
         if req.first_scheduled_s is None:
             req.first_scheduled_s = now
 
+    def _admitted(self, req: Request, num_hit_tokens: int, n: int, now: float, reqs, new_tokens):
+        """Start waiting `req` with `n` new tokens in this step's plan."""
+        self._start(req, num_hit_tokens, now)
+        reqs.append(req)
+        new_tokens.append(n)
+
     def _preempt(self, req: Request, front: bool = True) -> None:
         """Recompute preemption: free the blocks, back to the waiting queue (its front, or
         its back with front=False; by priority under policy=priority)."""
@@ -151,6 +158,7 @@ class SchedulerBase:
             num_decode_tokens=num_decode,
             num_preempted=num_preempted,
             swap_bytes=swap_bytes,
+            preemptions=tuple(r.num_preemptions for r in reqs),
         )
 
     def _emit(self, req: Request, end_s: float) -> None:
@@ -164,9 +172,9 @@ class SchedulerBase:
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
         """Sample a token for each request that caught up; return the requests that finished."""
         finished = []
-        for req in plan.requests:
-            if req.num_computed_tokens < req.num_tokens:
-                continue  # a partial prefill: no token yet
+        for req, marks in zip(plan.requests, plan.preemptions, strict=True):
+            if req.num_computed_tokens < req.num_tokens or req.num_preemptions != marks:
+                continue  # a partial prefill (no token yet), or preempted since it was planned
             self._emit(req, end_s)
             if req.is_finished:
                 req.status = Status.FINISHED
@@ -247,9 +255,7 @@ class VllmV1Scheduler(SchedulerBase):
             n = self._chunk(n, budget)
             if self.kv.allocate_slots(req, n, hits, num_hit_tokens, self.reserve_full_isl) is None:
                 break
-            self._start(req, num_hit_tokens, now)
-            reqs.append(req)
-            new_tokens.append(n)
+            self._admitted(req, num_hit_tokens, n, now, reqs, new_tokens)
             budget -= n
 
     def check_invariants(self) -> None:

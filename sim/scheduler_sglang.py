@@ -123,9 +123,7 @@ class SglangScheduler(SchedulerBase):
                 if self.kv.allocate_slots(req, n, hits, num_hit_tokens) is None:
                     no_token = True
                     break
-                self._start(req, num_hit_tokens, now)
-                reqs.append(req)
-                new_tokens.append(n)
+                self._admitted(req, num_hit_tokens, n, now, reqs, new_tokens)
                 total_off += n + (self._reserve(req) if n == extend else 0)
                 cur_off += n
                 rem_chunk -= n

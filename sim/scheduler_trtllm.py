@@ -99,9 +99,7 @@ class TrtllmScheduler(SchedulerBase):
                 is None
             ):
                 break
-            self._start(req, num_hit_tokens, now)
-            reqs.append(req)
-            new_tokens.append(n)
+            self._admitted(req, num_hit_tokens, n, now, reqs, new_tokens)
             budget -= n
 
     def check_invariants(self) -> None:

@@ -141,9 +141,7 @@ class VllmV0Scheduler(SchedulerBase):
                 break
             if self.kv.allocate_slots(req, n, hits, num_hit_tokens) is None:
                 break
-            self._start(req, num_hit_tokens, now)
-            reqs.append(req)
-            new_tokens.append(n)
+            self._admitted(req, num_hit_tokens, n, now, reqs, new_tokens)
             budget -= n
 
     def check_invariants(self) -> None:
