@@ -8,8 +8,8 @@ refused on arrival; with it, a prompt takes what is left of the step's tokens.
 
 The capacity scheduler decides who may start:
   GUARANTEED_NO_EVICT  a request starts only if the pool can hold its whole sequence (prompt +
-                       max output) on top of what every running request may still need, so
-                       nothing is ever evicted;
+                       max output, prefix-cache hits not credited) on top of what every running
+                       request may still need, so nothing is ever evicted;
   MAX_UTILIZATION      a request starts if this step's tokens fit; when a running request
                        cannot get a block, the most recently started one is paused (its KV
                        freed, recomputed later).
@@ -78,6 +78,7 @@ class TrtllmScheduler(SchedulerBase):
         return self._plan(reqs, new_tokens, self.num_preemptions - before)
 
     def _admit(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
+        outstanding = self._outstanding_blocks() if self.no_evict else 0
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
             hits, num_hit_tokens = self.kv.get_computed_blocks(req)
@@ -85,11 +86,9 @@ class TrtllmScheduler(SchedulerBase):
             if n > budget and not self.enable_chunked_prefill:
                 break
             n = min(n, budget)
-            if self.no_evict:
-                need = self._full_blocks(req) - len(hits)
+            if self.no_evict:  # the whole sequence; prefix hits are not credited (C++ check)
                 evictable_hits = sum(1 for b in hits if b.ref_cnt == 0)
-                free = self.kv.num_free_blocks - evictable_hits
-                if need > free - self._outstanding_blocks():
+                if self._full_blocks(req) > self.kv.num_free_blocks - evictable_hits - outstanding:
                     break
             reserve = req.prompt_len + req.max_output_len - num_hit_tokens
             if (
@@ -101,6 +100,7 @@ class TrtllmScheduler(SchedulerBase):
                 break
             self._admitted(req, num_hit_tokens, n, now, reqs, new_tokens)
             budget -= n
+            outstanding += max(self._full_blocks(req) - self.kv.num_blocks_of(req), 0)
 
     def check_invariants(self) -> None:
         super().check_invariants()
