@@ -71,10 +71,42 @@ def show_engine_task(sim_cfg, out_dir: Path) -> dict:
     return show_engine(sim_cfg, out_dir)
 
 
+def validate_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.console import ProgressBar
+    from sim.validate import load_cases, run_all
+    from sim.validation_report import write_validation
+
+    paths = _case_files(sim_cfg)
+    cases = load_cases(paths, sim_cfg)
+    with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty(), what="cases") as bar:
+        results = run_all(cases, sim_cfg.validate.jobs, progress=bar.update_count)
+    title = ", ".join(str(p) for p in paths)
+    v = write_validation(cases, results, out_dir, title)["validation"]
+    print(f"validate: {v['num_cases']} cases ({v['num_failed']} could not be simulated)")
+    for metric, med in v["median_abs_pct_error"].items():
+        p90 = v["p90_abs_pct_error"][metric]
+        print(f"  {metric:<24} median |error| {med:6.1f}%   p90 {p90:6.1f}%")
+    for cid, why in list(v["failed"].items())[:5]:
+        print(f"  failed {cid}: {why}")
+    print(f"Outputs: {out_dir}/ (summary.json, validation.csv, report.md)")
+    return v
+
+
+def _case_files(sim_cfg) -> tuple[str, ...]:
+    paths = sim_cfg.validate.cases
+    if not paths:
+        raise UserError("scenario=validate needs validate.cases=FILE (or a list: [A,B])")
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise UserError(f"validate.cases: {missing[0]} does not exist")
+    return paths
+
+
 TASKS = {
     "simulate": simulate_task,
     "kernel_check": kernel_check_task,
     "show_engine": show_engine_task,
+    "validate": validate_task,
 }
 
 
@@ -98,6 +130,8 @@ def main() -> None:
             for cfg in check_overrides(overrides):
                 if cfg.task in ("simulate", "show_engine"):
                     Setup.from_config(cfg)
+                elif cfg.task == "validate":
+                    _case_files(cfg)
         except UserError as exc:
             if os.environ.get("SIM_DEBUG"):
                 raise

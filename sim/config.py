@@ -17,7 +17,7 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate", "kernel_check", "show_engine")
+TASKS = ("simulate", "kernel_check", "show_engine", "validate")
 
 
 def _opt(default=None, **checks):
@@ -55,6 +55,8 @@ class WorkloadConfig:
     shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
     num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
     turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+    warmup_requests: int = _opt(0, min=0)  # the first N requests sent are warm-up: they run,
+    # but the bench metrics leave them out (as a benchmark harness's warm-up)
     priority_levels: int = _opt(1, min=1)  # >1: each request draws a priority 0..k-1 (lower
     # first), for engines run with policy=priority
     concurrent_sessions: int = _opt(32, min=1)  # sessions interleaved; a turn follows its
@@ -75,6 +77,12 @@ class KernelCheckConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidateConfig:
+    cases: tuple[str, ...] | None = None  # case files (scenario=validate)
+    jobs: int | None = _opt(None, min=1)  # cases simulated at once (default: every core)
+
+
+@dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
     seed: int = _opt(0, min=0)
@@ -90,6 +98,7 @@ class SimConfig:
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     kernel_check: KernelCheckConfig = field(default_factory=KernelCheckConfig)
+    validate: ValidateConfig = field(default_factory=ValidateConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:
@@ -133,6 +142,11 @@ def _check(key: str, value, hint, checks: Mapping):
             return None
         raise UserError(f"{key}: a value is required")
     kind = next(k for k in kinds if k is not type(None))
+    if typing.get_origin(kind) is tuple:  # a list of strings, or one string
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+            raise UserError(f"{key}={value!r}: expected a string or a list of strings")
+        return tuple(items)
     value = _coerce(key, value, kind)
     if "choices" in checks and value not in checks["choices"]:
         raise UserError(f"{key}={value!r}: choose one of {', '.join(checks['choices'])}")

@@ -14,8 +14,9 @@ SHOW_AFTER_S = 2.0  # runs shorter than this never show a bar
 class ProgressBar:
     """Requests ended out of total, appearing only once the run has taken a few seconds."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, what: str = "requests"):
         self.enabled = enabled
+        self.what = what
         self.started = time.monotonic()
         self.progress: Progress | None = None
         self.task = None
@@ -30,7 +31,15 @@ class ProgressBar:
 
     def update(self, sim_s: float, ended: int, total: int) -> None:
         self.calls += 1
-        if not self.enabled or self.calls % 32:
+        if self.calls % 32 == 0:
+            self._draw(sim_s, ended, total)
+
+    def update_count(self, done: int, total: int) -> None:
+        """Progress of `total` items (cases) by count, without a simulated clock."""
+        self._draw(0.0, done, total)
+
+    def _draw(self, sim_s: float, ended: int, total: int) -> None:
+        if not self.enabled:
             return
         if self.progress is None:
             if time.monotonic() - self.started < SHOW_AFTER_S:
@@ -39,7 +48,11 @@ class ProgressBar:
                 TextColumn("simulating"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("requests, sim t={task.fields[sim_s]:.1f}s"),
+                TextColumn(
+                    f"{self.what}, sim t={{task.fields[sim_s]:.1f}}s"
+                    if self.what == "requests"
+                    else self.what
+                ),
                 TimeElapsedColumn(),
                 console=Console(stderr=True),
                 transient=True,

@@ -107,6 +107,7 @@ class RunResult:
     requests: pd.DataFrame
     steps: pd.DataFrame
     summary: dict
+    itl_s: np.ndarray  # every gap between consecutive tokens of a request, pooled
 
 
 def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
@@ -132,10 +133,16 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     requests = requests_frame(outcome.requests, outcome.replica_of)
     steps = log.frame()
     gaps = np.concatenate([np.frombuffer(e.scheduler.itl_gaps_s) for e in engines])
-    summary = bench_summary(requests, gaps)
+    if workload.warmup:  # warm-up requests run but are not measured
+        owner = np.concatenate(
+            [np.frombuffer(e.scheduler.itl_request, dtype=np.int64) for e in engines]
+        )
+        gaps = gaps[owner >= workload.warmup]
+    summary = bench_summary(requests[requests["request_id"] >= workload.warmup], gaps)
     statuses = requests["status"].value_counts().to_dict()
     summary["sim"] = sim_figures(steps, requests, setup.memory.num_blocks) | {
         "requests": len(requests),
+        "warmup_requests": workload.warmup,
         "finished": int(statuses.get("finished", 0)),
         "rejected": int(statuses.get("rejected", 0)),
         "unfinished_at_time_limit": len(requests)
@@ -150,7 +157,7 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
-    return RunResult(setup, workload, requests, steps, summary)
+    return RunResult(setup, workload, requests, steps, summary, gaps)
 
 
 def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:

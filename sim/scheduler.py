@@ -64,6 +64,7 @@ class SchedulerBase:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.itl_gaps_s = array("d")  # every gap between consecutive tokens of a request
+        self.itl_request = array("q")  # ... and the request it belongs to
         self.num_preemptions = 0
         self.priority = settings.policy == "priority"
 
@@ -167,6 +168,7 @@ class SchedulerBase:
             req.first_token_s = end_s
         else:
             self.itl_gaps_s.append(end_s - req.last_token_s)
+            self.itl_request.append(req.request_id)
         req.last_token_s = end_s
 
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:

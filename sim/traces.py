@@ -6,7 +6,8 @@ Formats, told apart by their fields:
                                  (lengths-only files without arrived_at are accepted too)
   Mooncake JSONL                 timestamp (ms), input_length, output_length, hash_ids
                                  (one id per 512-token block)
-  LLMServingSim requests.jsonl   arrival_time (unix s), input_toks, output_toks
+  LLMServingSim requests.jsonl   arrival_time (unix s) or queued_ts (engine clock, preferred),
+                                 input_toks, output_toks
   vllm bench serve JSON          input_lens, output_lens, request_rate, burstiness, max_concurrency
 """
 
@@ -188,13 +189,15 @@ def _jsonl(path: Path) -> TraceTable:
             )
         )
     if {"input_toks", "output_toks", "arrival_time"} <= set(first):
+        # queued_ts (the engine's clock, when present) is what its TTFT counts from
+        when = "queued_ts" if all("queued_ts" in r for r in rows) else "arrival_time"
         return _sorted(
             TraceTable(
                 str(path),
                 "llmservingsim",
                 _lengths(path, "input_toks", _column(path, rows, "input_toks")),
                 _lengths(path, "output_toks", _column(path, rows, "output_toks")),
-                arrival_s=_times(path, "arrival_time", _column(path, rows, "arrival_time"), 1.0),
+                arrival_s=_times(path, when, _column(path, rows, when), 1.0),
             )
         )
     raise UserError(

@@ -32,6 +32,7 @@ class Workload:
     concurrency: int | None  # at most this many requests in flight (a closed loop when set)
     description: str
     priority: np.ndarray | None = None  # int64 per request (lower is served first), or None
+    warmup: int = 0  # the first `warmup` requests are left out of the metrics
 
     def __len__(self) -> int:
         return len(self.prompt_len)
@@ -62,7 +63,25 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
     if cfg.priority_levels > 1:  # drawn last, so the other draws do not depend on it
         priority = rng.integers(0, cfg.priority_levels, n).astype(np.int64)
         desc += f", priorities 0..{cfg.priority_levels - 1} uniform"
-    return Workload(arrival, prompt, output, ids, offsets, block, concurrency, desc, priority)
+    if cfg.warmup_requests >= n:
+        raise UserError(
+            f"workload.warmup_requests={cfg.warmup_requests} leaves none of the {n} requests "
+            "to measure"
+        )
+    if cfg.warmup_requests:
+        desc += f", the first {cfg.warmup_requests} as warm-up"
+    return Workload(
+        arrival,
+        prompt,
+        output,
+        ids,
+        offsets,
+        block,
+        concurrency,
+        desc,
+        priority,
+        cfg.warmup_requests,
+    )
 
 
 def _load_table(cfg: WorkloadConfig) -> TraceTable | None:

@@ -1,0 +1,381 @@
+"""`python -m sim.importers KIND INPUT... --out cases.yaml`: case files from real results.
+
+Kinds:
+  silicon        AIConfigurator-style silicon CSV rows (mean TTFT and TPOT of a deployment at a
+                 fixed concurrency and ISL/OSL): one closed-loop case per aggregated row
+  bench_json     `vllm bench serve --save-result` files: the file is the workload and its
+                 metrics are what was measured (name the engine, GPU and model with flags)
+  llmservingsim  LLMServingSim bench_examples runs (vllm/meta.json + vllm/requests.jsonl): the
+                 recorded arrivals replayed, TTFT and TPOT compared at mean, p50, p90 and p99
+  guidellm       GuideLLM benchmark JSON: one case per benchmark (concurrent, constant, poisson
+                 or throughput strategy; lengths fixed at the benchmark's mean token counts)
+Paths in the written file are relative to its folder. Rows that cannot become a case (a
+disaggregated deployment, a GuideLLM sweep step without a fixed rate) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from sim.errors import UserError
+from sim.paths import MODEL_CATALOG_DIR
+
+SYSTEMS = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "a100_sxm": "a100-80gb",
+    "l40s": "l40s",
+    "RTX4090": "rtx-4090",
+    "RTXPRO6000": "rtx-pro-6000",
+}
+PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
+# Checkpoints of one architecture the catalogue lists under another name.
+SAME_ARCHITECTURE = {"deepseek-r1": "deepseek-v3"}
+
+
+def catalogue_model(hf_id: str) -> tuple[str, str | None]:
+    """(catalogue name, note) for a HuggingFace id; the id itself when nothing matches (the
+    case then fails with the catalogue's list)."""
+    names = {p.stem for p in MODEL_CATALOG_DIR.glob("*.json")}
+    base = hf_id.split("/")[-1].lower()
+    for suffix in ("-fp8", "-instruct-2507", "-instruct", "-hf", "-2507"):
+        if base in names:
+            break
+        base = base.removesuffix(suffix)
+    if base in names:
+        return base, None
+    if base in SAME_ARCHITECTURE:
+        name = SAME_ARCHITECTURE[base]
+        return name, f"{hf_id} has {name}'s architecture"
+    for name in sorted(names, key=len, reverse=True):  # llama-3.1-8b-instruct -> llama-3.1-8b
+        if base.startswith(name):
+            return name, None
+    return hf_id, None
+
+
+def _rel(path: Path, out: Path) -> str:
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(out.parent))
+
+
+def closed_loop_requests(concurrency: int) -> int:
+    """Requests per closed-loop case: five waves of the concurrency (at least 40); the first
+    wave is warm-up (`warmup_requests`), so the metrics describe the steady state."""
+    return max(5 * concurrency, 40)
+
+
+# ---- silicon CSV ------------------------------------------------------------------------------
+def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[dict], dict]:
+    df = pd.read_csv(path)
+    need = {"id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl"}
+    need |= {"batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"}
+    missing = need - set(df.columns)
+    if missing:
+        raise UserError(f"{path}: not a silicon CSV (missing {', '.join(sorted(missing))})")
+    skipped: dict[str, int] = {}
+    cases = []
+    for row in df.itertuples(index=False):
+        if backends and row.backend not in backends:
+            continue
+        if systems and row.system not in systems:
+            continue
+        if row.mode != "agg":
+            skipped["disaggregated prefill/decode (not modelled)"] = (
+                skipped.get("disaggregated prefill/decode (not modelled)", 0) + 1
+            )
+            continue
+        if not (row.silicon_ttft_ms > 0 and row.silicon_tpot_ms > 0):
+            skipped["no measured TTFT/TPOT"] = skipped.get("no measured TTFT/TPOT", 0) + 1
+            continue
+        model, note = catalogue_model(str(row.model_path))
+        notes = [note] if note else []
+        tp = int(row.tp_size)
+        parallel = {"tp": tp, "pp": _int(getattr(row, "pp_size", 1))}
+        ep = _int(getattr(row, "moe_ep_size", 1))
+        if ep > 1:
+            if ep == tp:
+                parallel["ep"] = ep
+            else:
+                notes.append(f"moe_ep_size {ep} != tp {tp}: simulated with experts split by TP")
+        adp = _int(getattr(row, "attention_dp_size", 1))
+        if adp > 1:
+            notes.append(f"attention_dp_size {adp} (DP attention) simulated as TP")
+        c = int(row.batch_size)
+        isl, osl = int(row.isl), int(row.osl)
+        ttft, tpot = float(row.silicon_ttft_ms), float(row.silicon_tpot_ms)
+        # Little's law for a closed loop: requests/s = concurrency / mean E2E latency
+        e2e_s = (ttft + (osl - 1) * tpot) / 1e3
+        notes.append("output_throughput derived by Little's law: concurrency x OSL / mean E2E")
+        precision = str(getattr(row, "precision", "bf16"))
+        cases.append(
+            {
+                "id": f"aic-{row.id}",
+                "engine": f"{row.backend}@{row.backend_version}",
+                "hardware": SYSTEMS.get(row.system, row.system),
+                "model": model,
+                "dtype": PRECISIONS.get(precision, "bf16"),
+                "parallel": parallel,
+                "workload": {
+                    "closed_loop": {
+                        "concurrency": c,
+                        "num_requests": closed_loop_requests(c),
+                        "warmup_requests": c,
+                        "input_len": isl,
+                        "output_len": osl,
+                    }
+                },
+                "measured": {
+                    "mean_ttft_ms": round(ttft, 4),
+                    "mean_tpot_ms": round(tpot, 4),
+                    "output_throughput": round(c * osl / e2e_s, 2),
+                },
+                "source": f"{path.name} row {row.id}: {row.silicon_data_source}"[:300],
+                "notes": "; ".join(notes),
+            }
+        )
+    return cases, skipped
+
+
+def _int(value) -> int:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 1
+    return int(v) if math.isfinite(v) and v >= 1 else 1
+
+
+# ---- vllm bench serve JSON --------------------------------------------------------------------
+def bench_json(paths, out: Path, engine: str, hardware: str, model: str, tp: int) -> list[dict]:
+    cases = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if "input_lens" not in data or "output_lens" not in data:
+            raise UserError(f"{path}: not a `vllm bench serve --save-result` file")
+        case = {
+            "id": f"bench-{Path(path).stem}",
+            "engine": engine,
+            "hardware": hardware,
+            "model": model or catalogue_model(str(data.get("model_id", "")))[0],
+            "parallel": {"tp": tp},
+            "workload": {"bench_json": _rel(path, out)},
+            "source": str(path),
+        }
+        cases.append(case)
+    return cases
+
+
+# ---- LLMServingSim bench_examples ---------------------------------------------------------------
+def llmservingsim(paths, out: Path) -> list[dict]:
+    from sim.validate import measured_requests
+
+    runs = []
+    for p in map(Path, paths):
+        runs += [m.parent.parent for m in sorted(p.glob("**/vllm/meta.json"))]
+    if not runs:
+        raise UserError(f"no LLMServingSim runs (*/vllm/meta.json) under {', '.join(paths)}")
+    cases = []
+    for run in runs:
+        meta = json.loads((run / "vllm" / "meta.json").read_text())
+        kw = meta.get("engine_kwargs", {})
+        requests = run / "vllm" / "requests.jsonl"
+        hardware = SYSTEMS.get(run.parent.name, run.parent.name.lower())
+        model, note = catalogue_model(str(meta.get("model", kw.get("model", ""))))
+        notes = [note] if note else []
+        args = {k: kw[k] for k in ("max_num_seqs", "max_num_batched_tokens") if kw.get(k)}
+        if kw.get("max_model_len"):
+            args["max_model_len"] = int(kw["max_model_len"])
+        if kw.get("kv_cache_dtype", "auto") != "auto":
+            args["kv_cache_dtype"] = kw["kv_cache_dtype"]
+        cache = meta.get("kv_cache") or {}
+        if cache.get("gpu_memory_utilization"):
+            args["gpu_memory_utilization"] = cache["gpu_memory_utilization"]
+        parallel = {"tp": int(kw.get("tensor_parallel_size", 1))}
+        dp = int(kw.get("data_parallel_size", 1))
+        if dp > 1:
+            parallel["dp"] = dp
+            if kw.get("enable_expert_parallel"):
+                notes.append(
+                    f"expert parallelism across {dp} data-parallel ranks simulated as {dp} "
+                    "independent replicas"
+                )
+        got = measured_requests(str(requests))
+        measured = {}
+        for q in ("ttft", "tpot"):
+            v = got[q] * 1e3
+            measured[f"mean_{q}_ms"] = round(float(np.mean(v)), 4)
+            for pct in (50, 90, 99):
+                measured[f"p{pct}_{q}_ms"] = round(float(np.percentile(v, pct)), 4)
+        cases.append(
+            {
+                "id": f"llmservingsim-{run.parent.name}-{run.name}",
+                "engine": f"vllm@{meta.get('vllm_version', '')}",
+                "hardware": hardware,
+                "model": model,
+                "dtype": "bf16" if kw.get("dtype") in ("bfloat16", "bf16") else "auto",
+                "entry_point": "offline",
+                "parallel": parallel,
+                "engine_args": args,
+                "workload": {"trace": _rel(requests, out)},
+                "measured": measured,
+                "requests": _rel(requests, out),
+                "source": f"{_rel(run, out)} (LLMServingSim bench_examples, vLLM offline engine)",
+                "notes": "; ".join(notes),
+            }
+        )
+    return cases
+
+
+# ---- GuideLLM ---------------------------------------------------------------------------------
+GUIDELLM_METRICS = {  # GuideLLM metric -> (summary.json key stem, scale to ms)
+    "time_to_first_token_ms": ("ttft", 1.0),
+    # GuideLLM's inter-token latency is each request's (last - first token) / (tokens - 1):
+    # vllm bench's TPOT. (Its time_per_output_token includes the TTFT from 0.4 on.)
+    "inter_token_latency_ms": ("tpot", 1.0),
+    "request_latency": ("e2el", 1e3),  # seconds
+}
+
+
+def guidellm(paths, out: Path, engine: str, hardware: str, model: str, tp: int) -> tuple:
+    """Cases from GuideLLM results of every schema generation: 0.2-0.3 (`args` and
+    `request_totals` on each benchmark), 0.4-0.6 (`config.strategy`, `metrics.request_totals`),
+    0.7-0.8 (`metadata.version` 2, the same benchmark layout)."""
+    cases, skipped = [], {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        if not isinstance(benchmarks, list):
+            raise UserError(f"{path}: not a GuideLLM result (no `benchmarks` list)")
+        for i, b in enumerate(benchmarks):
+            case, why = _guidellm_case(b, i, Path(path), engine, hardware, model, tp)
+            if case is None:
+                skipped[why] = skipped.get(why, 0) + 1
+            else:
+                cases.append(case)
+    return cases, skipped
+
+
+def _successful(metrics: dict, name: str) -> dict:
+    return (metrics.get(name) or {}).get("successful") or {}
+
+
+def _guidellm_case(b: dict, i: int, path: Path, engine, hardware, model, tp):
+    strategy = (b.get("config") or b.get("args") or {}).get("strategy") or {}
+    kind = strategy.get("type_") or strategy.get("type")
+    metrics = b.get("metrics") or {}
+    totals = metrics.get("request_totals") or b.get("request_totals") or {}
+    n = int(totals.get("successful") or 0)
+    prompt = _successful(metrics, "prompt_token_count")
+    output = _successful(metrics, "output_token_count")
+    if not n or not prompt.get("mean") or not output.get("mean"):
+        return None, "no successful requests"
+    lengths = {"input_len": round(prompt["mean"]), "output_len": round(output["mean"])}
+    if kind == "concurrent":
+        streams = int(strategy.get("streams") or 0)
+        workload = {"closed_loop": {"concurrency": streams, "num_requests": n, **lengths}}
+    elif kind in ("constant", "poisson"):
+        workload = {kind: {"rate": float(strategy.get("rate") or 0), "num_requests": n, **lengths}}
+    elif kind == "throughput":
+        workload = {"burst": {"num_requests": n, **lengths}}
+    else:
+        return None, f"{kind or 'unknown'} strategy (no fixed rate or concurrency)"
+    measured = {}
+    for name, (stem, scale) in GUIDELLM_METRICS.items():
+        st = _successful(metrics, name)
+        pct = st.get("percentiles") or {}
+        for key, value in (
+            (f"mean_{stem}_ms", st.get("mean")),
+            (f"median_{stem}_ms", st.get("median")),
+            *((f"p{p}_{stem}_ms", pct.get(f"p{p}")) for p in (90, 99)),
+        ):
+            if value:
+                measured[key] = round(float(value) * scale, 4)
+    for name, key in (
+        ("output_tokens_per_second", "output_throughput"),
+        ("requests_per_second", "request_throughput"),
+    ):
+        mean = _successful(metrics, name).get("mean")  # a time-weighted rate: its mean only
+        if mean:
+            measured[key] = round(float(mean), 4)
+    case = {
+        "id": f"guidellm-{path.stem}-{i}",
+        "engine": engine,
+        "hardware": hardware,
+        "model": model,
+        "parallel": {"tp": tp},
+        "workload": workload,
+        "measured": measured,
+        "source": f"{path.name} benchmark {i} ({kind})",
+        "notes": "lengths fixed at the benchmark's mean prompt and output token counts",
+    }
+    return case, None
+
+
+# ---- command line -----------------------------------------------------------------------------
+def write_cases(cases: list[dict], out: Path, header: str) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = yaml.safe_dump({"cases": cases}, sort_keys=False, width=100, allow_unicode=True)
+    comment = "".join(f"# {line}\n" for line in header.splitlines())
+    out.write_text(comment + body)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.importers", description=__doc__.split("\n")[0])
+    ap.add_argument("kind", choices=("silicon", "bench_json", "llmservingsim", "guidellm"))
+    ap.add_argument("inputs", nargs="+", help="files or folders to import")
+    ap.add_argument("--out", required=True, help="the case file to write")
+    ap.add_argument("--backend", action="append", help="silicon: only these backends")
+    ap.add_argument("--system", action="append", help="silicon: only these systems")
+    ap.add_argument("--engine", help="bench_json / guidellm: engine spec, e.g. vllm@0.10.2")
+    ap.add_argument("--hardware", help="bench_json / guidellm: catalogue GPU name")
+    ap.add_argument("--model", help="bench_json / guidellm: catalogue model or config.json")
+    ap.add_argument("--tp", type=int, default=1)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    try:
+        skipped = {}
+        if args.kind == "silicon":
+            cases = []
+            for p in args.inputs:
+                got, skip = silicon(Path(p), out, args.backend, args.system)
+                cases += got
+                for k, v in skip.items():
+                    skipped[k] = skipped.get(k, 0) + v
+        elif args.kind == "llmservingsim":
+            cases = llmservingsim(args.inputs, out)
+        else:
+            if not (args.engine and args.hardware):
+                raise UserError(f"{args.kind}: give --engine and --hardware (and --model)")
+            if args.kind == "bench_json":
+                cases = bench_json(
+                    args.inputs, out, args.engine, args.hardware, args.model, args.tp
+                )
+            else:
+                cases, skipped = guidellm(
+                    args.inputs, out, args.engine, args.hardware, args.model, args.tp
+                )
+    except (UserError, OSError, ValueError) as exc:
+        print(f"sim.importers: error: {exc}", file=sys.stderr)
+        return 2
+    header = (
+        f"Written by `python -m sim.importers {args.kind}` from "
+        f"{', '.join(_rel(p, out) for p in args.inputs)}.\n"
+        "Measured values are the source's; paths are relative to this file."
+    )
+    write_cases(cases, out, header)
+    print(f"wrote {len(cases)} cases to {out}")
+    for why, count in sorted(skipped.items()):
+        print(f"  skipped {count}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
