@@ -68,8 +68,9 @@ SOURCES = (
     ),
 )
 
-# SGLang / TensorRT-LLM tables wait for their engine profiles; torch@ is calibration/profile_gpu.py
-FAMILIES = ("vllm@", "vidur", "torch@")
+# TensorRT-LLM tables wait for their kernel names to be mapped; torch@ is calibration/profile_gpu.py
+FAMILIES = ("vllm@", "sglang@", "vidur", "torch@")
+REUSE_ENGINES = ("vllm", "sglang")
 
 
 def _cross_model(hw, obs, source: Source, base: dict | None) -> list[dict]:
@@ -96,13 +97,14 @@ def _cross_model(hw, obs, source: Source, base: dict | None) -> list[dict]:
 
 
 def _aliases(data_root: Path, folders) -> dict:
-    """vLLM releases whose tables were copied from another release (reuse.yaml)."""
+    """Releases whose tables were copied from another release (reuse.yaml)."""
     out = {}
     for folder in folders:
-        for reuse in sorted((data_root / folder).rglob("vllm/*/reuse.yaml")):
-            entries = yaml.safe_load(reuse.read_text()).get("reuse", [])
-            if entries:
-                out[f"vllm@{reuse.parent.name}"] = f"vllm@{entries[0]['from_version']}"
+        for engine in REUSE_ENGINES:
+            for reuse in sorted((data_root / folder).rglob(f"{engine}/*/reuse.yaml")):
+                entries = yaml.safe_load(reuse.read_text()).get("reuse", [])
+                if entries:
+                    out[f"{engine}@{reuse.parent.name}"] = f"{engine}@{entries[0]['from_version']}"
     return out
 
 
@@ -113,6 +115,8 @@ def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> 
         ignore_index=True,
     )
     obs = obs[obs["family"].str.startswith(FAMILIES) & (obs["latency_s"] > 0)]
+    # weight formats the simulator has no name for (SGLang's int8 weight-only GEMMs) are left out
+    obs = obs[~(obs["op"].isin(["gemm", "moe"]) & obs["dtype"].isna())]
     families, report = {}, {"gpu": source.gpu, "families": {}}
     order = sorted(obs["family"].unique(), key=lambda f: (f == "vidur", f))  # kernel tables first
     for family in order:

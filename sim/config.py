@@ -34,6 +34,15 @@ class Parallel:
     dp: int = _opt(1, min=1)  # replicas behind the router
     ep: int = _opt(1, min=1)  # expert parallel GPUs (MoE): 1, or tp (experts split over TP)
     router: str = _opt("least_loaded", choices=ROUTERS)  # how requests pick a replica
+    # The GPU-to-GPU link of this server when it is not the catalogue GPU's (PCIe without
+    # peer-to-peer, a slower fabric): bytes/s per direction and the fixed cost of one
+    # collective. Collectives without a measured table are priced with them.
+    # Replicas step together, each step as long as the slowest replica's. None: as the engine
+    # does (vLLM steps the data-parallel ranks of an MoE model together: its expert layers span
+    # every rank, and an idle rank runs a dummy batch).
+    dp_lockstep: bool | None = None
+    link_bytes_per_s: float | None = _opt(None, gt=0)
+    link_latency_s: float | None = _opt(None, min=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,9 @@ class WorkloadConfig:
     shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
     num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
     turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+    stagger: bool = False  # closed loop: start the first `concurrency` requests evenly spread
+    # over one request lifetime (the cost model's estimate) instead of all at t=0, as the
+    # clients of a long benchmark drift apart; their first wave then prefills one at a time
     warmup_requests: int = _opt(0, min=0)  # the first N requests sent are warm-up: they run,
     # but the bench metrics leave them out (as a benchmark harness's warm-up)
     priority_levels: int = _opt(1, min=1)  # >1: each request draws a priority 0..k-1 (lower
@@ -90,7 +102,7 @@ class SimConfig:
     model: str = "llama-3.1-8b"
     engine: str = "vllm"
     entry_point: str = _opt("server", choices=("server", "offline"))
-    dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp4", "int4"))
+    dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp8_block", "fp4", "int4"))
     cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
     max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
     parallel: Parallel = field(default_factory=Parallel)

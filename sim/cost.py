@@ -296,7 +296,11 @@ class CostModel:
             )
             if term.layer.moe:
                 e = m.moe
-                if self.ep > 1:  # whole experts, num_experts / ep of them, 1/ep of the tokens
+                if self.ep > tp:  # experts over every data-parallel rank's GPUs: ranks in
+                    # lockstep and evenly loaded, each GPU's num_experts / ep experts see this
+                    # rank's share, 1/tp, of every rank's tokens
+                    args = (t / tp, h, e.expert_intermediate_size, e.num_experts / self.ep)
+                elif self.ep > 1:  # whole experts, num_experts / ep of them, 1/ep of the tokens
                     args = (t / self.ep, h, e.expert_intermediate_size, e.num_experts / self.ep)
                 else:  # a 1/tp slice of every expert
                     args = (t, h, e.expert_intermediate_size / tp, e.num_experts)
@@ -316,6 +320,11 @@ class CostModel:
         allreduce = 0.0
         if tp > 1:
             allreduce = 2 * m.num_layers * float(pr.allreduce_s(t * h * ACT_BYTES, tp))
+        if self.ep > tp:  # dispatch and combine: all-gather and reduce-scatter of every rank's
+            # hidden states, the traffic of one all-reduce of them, per MoE layer
+            moe_layers = sum(term.count for term in self.terms if term.layer.moe)
+            ranks = self.ep // tp
+            allreduce += moe_layers * float(pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep))
         self._memo[key] = (linear, moe, elementwise, lm_head, allreduce)
         return self._memo[key]
 

@@ -31,6 +31,7 @@ from simpy.events import AnyOf
 
 from sim.config import ROUTERS
 from sim.engine import Engine
+from sim.errors import UserError
 from sim.request import Request, Status
 from sim.workload import Workload
 
@@ -125,7 +126,11 @@ def run_simpy(
     until_s: float | None = None,
     progress: Progress | None = None,
     router: str = "least_loaded",
+    lockstep: bool = False,
 ) -> RunOutcome:
+    """Simulate the workload on the engines. With `lockstep` the replicas step together, each
+    step lasting as long as the slowest replica's (vLLM's data-parallel ranks of an MoE model,
+    whose expert layers span every rank)."""
     env = simpy.Environment()
     d = _Dispatch(workload, engines, router)
     wake = {e.replica: env.event() for e in engines}  # triggered when an idle replica gets work
@@ -168,6 +173,27 @@ def run_simpy(
             if send_s is not None and send_s <= env.now:  # a send due now joins this step
                 yield env.timeout(0)
 
+    def together():
+        while True:
+            if not any(e.has_work for e in engines):
+                shared = env.event()
+                for e in engines:
+                    wake[e.replica] = shared
+                yield shared
+            start, started = env.now, []
+            for e in engines:
+                if e.has_work:
+                    plan, cost = e.start_step(start)
+                    if plan.batch_size == 0 and plan.num_preempted == 0:
+                        raise RuntimeError(f"engine {e.replica} has work but scheduled nothing")
+                    started.append((e, plan, cost))
+            yield env.timeout(max(cost.total_s for _, _, cost in started))
+            for e, plan, cost in started:
+                ended(e.finish_step(plan, cost, start, env.now))
+            send_s = d.next_send_s()
+            if send_s is not None and send_s <= env.now:
+                yield env.timeout(0)
+
     def pipeline(engine: Engine):
         in_flight = [0]
         landed = [env.event()]  # triggered when a micro-batch leaves the last stage
@@ -205,8 +231,15 @@ def run_simpy(
             all_done.succeed()
 
     env.process(arrivals())
-    for engine in engines:
-        env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
+    if lockstep and len(engines) > 1:
+        if any(e.pp > 1 for e in engines):
+            raise UserError(
+                "lock-stepped data-parallel replicas with pipeline stages are not modelled"
+            )
+        env.process(together())
+    else:
+        for engine in engines:
+            env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
     return d.outcome(env.now)

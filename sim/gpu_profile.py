@@ -60,8 +60,9 @@ class GpuProfile:
         return self.default_family
 
     def pricer(self, hardware: Hardware, prior: CostProfile, family: str) -> KernelPricer:
-        """Kernels of `family`; kernel classes it did not measure (say, norms or collectives)
-        come from the profile's other families, default first."""
+        """Kernels of `family`; tables it did not measure (norms, collectives, or one weight
+        format of a kernel class, say fp4 MoE) come from the profile's other families, default
+        first: a neighbouring release's measured kernel beats the roofline prior."""
         family = (self.aliases or {}).get(family, family)
         if family not in self.families:
             raise UserError(
@@ -71,14 +72,13 @@ class GpuProfile:
         surfaces, floors, comm = {}, {}, {}
         for name in dict.fromkeys(f for f in order if f in self.families):
             fam = self.families[name]
-            have = {k.split("/")[0] for k in (*surfaces, *comm)}
             for key, value in fam.get("surfaces", {}).items():
-                if key.split("/")[0] not in have:
+                if key not in surfaces:
                     surfaces[key] = Surface.from_dict(value)
                     if key in fam.get("floors", {}):
                         floors[key] = fam["floors"][key]
             for key, value in fam.get("comm", {}).items():
-                if key.split("/")[0] not in have:
+                if key not in comm:
                     comm[key] = CommTable.from_dict(value)
         return KernelPricer(hardware, prior, surfaces, comm, floors)
 

@@ -38,6 +38,15 @@ SYSTEMS = {
     "RTX4090": "rtx-4090",
     "RTXPRO6000": "rtx-pro-6000",
 }
+
+
+def block_scaled_fp8(hf_id: str) -> bool:
+    """Whether a checkpoint's FP8 weights are scaled per 128 x 128 block, as their model cards
+    say of DeepSeek's V3/R1 and Qwen's -FP8 releases (priced from the fp8_block tables; other
+    FP8 runs, such as ModelOpt checkpoints or online quantization, are per-tensor)."""
+    return hf_id.startswith("deepseek-ai/") or (hf_id.startswith("Qwen/") and "FP8" in hf_id)
+
+
 PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
 # Checkpoints of one architecture the catalogue lists under another name.
 SAME_ARCHITECTURE = {"deepseek-r1": "deepseek-v3"}
@@ -68,9 +77,10 @@ def _rel(path: Path, out: Path) -> str:
 
 
 def closed_loop_requests(concurrency: int) -> int:
-    """Requests per closed-loop case: five waves of the concurrency (at least 40); the first
-    wave is warm-up (`warmup_requests`), so the metrics describe the steady state."""
-    return max(5 * concurrency, 40)
+    """Requests per closed-loop case: three waves of the concurrency (at least 16); the first
+    wave is warm-up (`warmup_requests`), so the metrics describe the steady state. With fixed
+    lengths every later wave repeats the second, so more waves cost time and add nothing."""
+    return max(3 * concurrency, 16)
 
 
 # ---- silicon CSV ------------------------------------------------------------------------------
@@ -92,6 +102,9 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
             skipped["disaggregated prefill/decode (not modelled)"] = (
                 skipped.get("disaggregated prefill/decode (not modelled)", 0) + 1
             )
+            continue
+        if not isinstance(row.backend_version, str) or not row.backend_version.strip():
+            skipped["no engine version recorded"] = skipped.get("no engine version recorded", 0) + 1
             continue
         if not (row.silicon_ttft_ms > 0 and row.silicon_tpot_ms > 0):
             skipped["no measured TTFT/TPOT"] = skipped.get("no measured TTFT/TPOT", 0) + 1
@@ -116,13 +129,28 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
         e2e_s = (ttft + (osl - 1) * tpot) / 1e3
         notes.append("output_throughput derived by Little's law: concurrency x OSL / mean E2E")
         precision = str(getattr(row, "precision", "bf16"))
+        dtype = PRECISIONS.get(precision, "bf16")
+        if dtype == "fp8" and block_scaled_fp8(str(row.model_path)):
+            dtype = "fp8_block"
+            notes.append(f"{row.model_path}'s FP8 weights are block-scaled (128 x 128)")
+        flags = []
+        hw = SYSTEMS.get(row.system, row.system)
+        gpus = tp * parallel["pp"]
+        share = prefill_share_of_peak(model, hw, dtype, c, isl, e2e_s, gpus)
+        if share is not None and share >= IMPLAUSIBLE_PREFILL_SHARE:
+            flags.append("prefill_above_peak")
+            notes.append(
+                f"the measured rate implies prefill alone at {100 * share:.0f}% of each GPU's "
+                f"dense {PEAK_DTYPE.get(dtype, 'bf16')} peak, with decode still to run: the run "
+                "must have reused cached prompt prefixes, which the row does not record"
+            )
         cases.append(
             {
                 "id": f"aic-{row.id}",
                 "engine": f"{row.backend}@{row.backend_version}",
                 "hardware": SYSTEMS.get(row.system, row.system),
                 "model": model,
-                "dtype": PRECISIONS.get(precision, "bf16"),
+                "dtype": dtype,
                 "parallel": parallel,
                 "workload": {
                     "closed_loop": {
@@ -140,9 +168,39 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
                 },
                 "source": f"{path.name} row {row.id}: {row.silicon_data_source}"[:300],
                 "notes": "; ".join(notes),
+                **({"flags": flags} if flags else {}),
             }
         )
     return cases, skipped
+
+
+# A closed loop whose measured throughput needs at least this share of the GPUs' dense tensor
+# peak for its prompts' linear layers alone (no attention, no decode) cannot have prefilled
+# every prompt: the best measured GEMMs reach about 70% of peak.
+IMPLAUSIBLE_PREFILL_SHARE = 0.6
+PEAK_DTYPE = {
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "fp4": "fp8",
+    "int4": "bf16",
+    "bf16": "bf16",
+}  # Hopper has no fp4 MMA
+
+
+def prefill_share_of_peak(model, hardware, dtype, concurrency, isl, e2e_s, gpus) -> float | None:
+    """Share of the GPUs' dense peak that the prompts' linear-layer FLOPs need at the measured
+    request rate (Little's law: concurrency / E2E), or None for a model or GPU not catalogued."""
+    from sim.hardware import load_hardware
+    from sim.model_config import load_model
+
+    try:
+        m, hw = load_model(model), load_hardware(hardware)
+        peak = hw.peak_flops_per_s(PEAK_DTYPE.get(dtype, "bf16"))
+    except UserError:
+        return None
+    p = m.params
+    flops = 2.0 * (p.active - p.embedding) * isl * concurrency / e2e_s
+    return flops / (peak * gpus)
 
 
 def _int(value) -> int:
@@ -198,15 +256,22 @@ def llmservingsim(paths, out: Path) -> list[dict]:
         cache = meta.get("kv_cache") or {}
         if cache.get("gpu_memory_utilization"):
             args["gpu_memory_utilization"] = cache["gpu_memory_utilization"]
+        if cache.get("num_gpu_blocks"):  # the pool the run had, not our estimate of it
+            args["num_gpu_blocks_override"] = int(cache["num_gpu_blocks"])
         parallel = {"tp": int(kw.get("tensor_parallel_size", 1))}
         dp = int(kw.get("data_parallel_size", 1))
         if dp > 1:
             parallel["dp"] = dp
-            if kw.get("enable_expert_parallel"):
-                notes.append(
-                    f"expert parallelism across {dp} data-parallel ranks simulated as {dp} "
-                    "independent replicas"
-                )
+            if kw.get("enable_expert_parallel"):  # experts over every rank's GPUs
+                parallel["ep"] = parallel["tp"] * dp
+        gpus = parallel["tp"] * parallel.get("dp", 1)
+        link = _server_link(run / "config.json") if gpus > 1 else None
+        if link:
+            parallel |= link
+            notes.append(
+                f"GPU-to-GPU link from the run's config.json: "
+                f"{link['link_bytes_per_s'] / 1e9:g} GB/s, {link['link_latency_s'] * 1e6:g} us"
+            )
         got = measured_requests(str(requests))
         measured = {}
         for q in ("ttft", "tpot"):
@@ -232,6 +297,19 @@ def llmservingsim(paths, out: Path) -> list[dict]:
             }
         )
     return cases
+
+
+def _server_link(path: Path) -> dict | None:
+    """The GPU-to-GPU link an LLMServingSim cluster config records for the server the run used
+    (`link_bw` GB/s, `link_latency` ns), or None."""
+    try:
+        cfg = json.loads(path.read_text())
+        bw, lat = float(cfg["link_bw"]), float(cfg.get("link_latency", 0.0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not bw > 0 or lat < 0:
+        return None
+    return {"link_bytes_per_s": bw * 1e9, "link_latency_s": lat * 1e-9}
 
 
 # ---- GuideLLM ---------------------------------------------------------------------------------

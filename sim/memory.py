@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from sim.errors import UserError
 from sim.hardware import Hardware
-from sim.model import Attention, ModelSpec
+from sim.model import DTYPE_BYTES, Attention, ModelSpec
 from sim.settings import EngineSettings
 
 GIB = 2**30
@@ -112,10 +112,16 @@ def plan_memory(
     tp: int,
     weight_dtype: str,
     pp: int = 1,
+    ep: int = 1,
 ) -> MemoryPlan:
+    """The KV pool one GPU of a replica gets. With experts spread over every data-parallel
+    rank's GPUs (ep > tp), each GPU holds num_experts / ep of them."""
     total = hardware.hbm_bytes
     frac = settings.gpu_memory_utilization
     weights = model.weight_bytes(weight_dtype) // (tp * pp)
+    if ep > tp:
+        experts = int(model.expert_params * DTYPE_BYTES[model.resolve_weight_dtype(weight_dtype)])
+        weights = (model.weight_bytes(weight_dtype) - experts) // (tp * pp) + experts // (ep * pp)
     activation = activation_peak_bytes(model, settings, tp)
     graphs, runtime = settings.cudagraph_memory_bytes, settings.non_torch_memory_bytes
     linear_state = (
@@ -161,14 +167,15 @@ def plan_memory(
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
         block_size=block,
-        num_blocks=kv_bytes // (per_token * block),
+        num_blocks=settings.num_gpu_blocks_override or kv_bytes // (per_token * block),
     )
     needed_blocks = -(-settings.max_model_len // block)
     if needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "
             f"{needed_blocks * plan.bytes_per_block / GIB:.2f} GiB of KV cache for one request, "
-            f"more than the {kv_bytes / GIB:.2f} GiB available; the longest that fits is "
+            f"more than the {(plan.num_blocks - 1) * plan.bytes_per_block / GIB:.2f} GiB the "
+            f"pool holds; the longest that fits is "
             f"{plan.kv_capacity_tokens} tokens: set engine_args.max_model_len at or below it, "
             "or raise the memory fraction or parallel.tp"
         )

@@ -114,6 +114,46 @@ def _stats(name: str, values_s: np.ndarray) -> dict:
     return out
 
 
+def tokens_in_window(requests: pd.DataFrame, a: float, b: float) -> tuple[float, float, int]:
+    """(output tokens, prompt tokens, completions) falling in [a, b]: a request's first token
+    at its first-token time, the rest evenly up to its finish; its prompt when its first token
+    comes; a completion at its finish."""
+    first = requests["first_token_s"].to_numpy(dtype=np.float64)
+    last = requests["finish_s"].to_numpy(dtype=np.float64)
+    n_out = requests["output_tokens"].to_numpy(dtype=np.float64)
+    ok = np.isfinite(first) & np.isfinite(last)
+    first, last, n_out = first[ok], last[ok], n_out[ok]
+    prompts = requests["prompt_tokens"].to_numpy(dtype=np.float64)[ok]
+    in_first = (first >= a) & (first <= b)
+    span = last - first
+    overlap = np.clip(np.minimum(last, b) - np.maximum(first, a), 0.0, None)
+    share = np.where(span > 0, overlap / np.where(span > 0, span, 1.0), 0.0)
+    out = in_first.astype(float) + np.maximum(n_out - 1, 0) * share
+    done = int(((last >= a) & (last <= b)).sum())
+    return float(out.sum()), float(prompts[in_first].sum()), done
+
+
+def full_loop_throughputs(requests: pd.DataFrame, warmup: int) -> dict | None:
+    """A closed loop with warm-up measures its throughputs while the loop is full: from the
+    first measured request's send to the last send (after it, the loop drains), counting what
+    every request produced in that window. None when the window is empty."""
+    sent = requests["arrival_s"].to_numpy(dtype=np.float64)
+    ids = requests["request_id"].to_numpy()
+    if not len(sent) or not (ids >= warmup).any():
+        return None
+    a, b = float(sent[ids >= warmup].min()), float(np.nanmax(sent))
+    if not b > a:
+        return None
+    out, prompt, done = tokens_in_window(requests, a, b)
+    length = b - a
+    return {
+        "request_throughput": done / length,
+        "output_throughput": out / length,
+        "total_token_throughput": (out + prompt) / length,
+        "window_s": [a, b],
+    }
+
+
 def bench_summary(requests: pd.DataFrame, itl_gaps_s: np.ndarray) -> dict:
     """The scalar fields of a `vllm bench serve --save-result` file, from a simulated run."""
     done = requests[requests["status"] == Status.FINISHED.value]

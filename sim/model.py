@@ -14,7 +14,8 @@ from sim.errors import UserError
 
 # Bytes per stored value. fp4/int4 carry one 8-bit scale per 32 values (MXFP4, group-wise INT4).
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.53125, "int4": 0.53125}
-WEIGHT_DTYPES = ("auto", "bf16", "fp16", "fp8", "fp4", "int4")
+DTYPE_BYTES["fp8_block"] = 1.0  # fp8 with a scale per 128 x 128 block (DeepSeek, Qwen FP8)
+WEIGHT_DTYPES = ("auto", "bf16", "fp16", "fp8", "fp8_block", "fp4", "int4")
 KV_DTYPES = ("auto", "bf16", "fp16", "fp8")
 
 

@@ -114,8 +114,9 @@ def spec_from_config(raw: dict, name: str, source: str = "<config>") -> ModelSpe
 
 def _checkpoint_dtype(f: _Fields) -> tuple[str, bool]:
     method = str((f.get("quantization_config") or {}).get("quant_method", "")).lower()
-    if method == "fp8":
-        return "fp8", False
+    if method == "fp8":  # block-scaled (DeepSeek, Qwen) or per-tensor (ModelOpt-style)
+        block = (f.get("quantization_config") or {}).get("weight_block_size")
+        return ("fp8_block" if block else "fp8"), False
     if method == "mxfp4":
         return "fp4", True
     if method in ("awq", "gptq"):

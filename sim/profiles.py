@@ -69,6 +69,7 @@ ENGINE_ARGS = (
     "num_scheduler_steps",
     "scheduling_policy",
     "disable_async_output_proc",
+    "num_gpu_blocks_override",
     # SGLang
     "chunked_prefill_size",
     "max_running_requests",
@@ -319,6 +320,11 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
         )
     if s.max_num_seqs < 1:
         bad(f"{n('max_num_seqs')}={s.max_num_seqs}: must be >= 1")
+    if s.num_gpu_blocks_override < 0 or s.num_gpu_blocks_override == 1:
+        bad(
+            f"num_gpu_blocks_override={s.num_gpu_blocks_override}: give at least 2 blocks "
+            "(one is vLLM's null block), or leave it unset to size the pool from memory"
+        )
     if s.scheduler.startswith("vllm") and s.max_num_batched_tokens < s.max_num_seqs:
         bad(
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be >= max_num_seqs "

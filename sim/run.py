@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -17,10 +17,11 @@ from sim.errors import UserError
 from sim.gpu_profile import PricingChoice, choose_pricer
 from sim.hardware import Hardware, load_hardware
 from sim.memory import MemoryPlan, plan_memory
-from sim.metrics import StepLog, bench_summary, requests_frame, sim_figures
+from sim.metrics import StepLog, bench_summary, full_loop_throughputs, requests_frame, sim_figures
 from sim.model import ModelSpec
 from sim.model_config import load_model
 from sim.profiles import after_memory, resolve
+from sim.scheduler import StepPlan
 from sim.settings import EngineSettings
 from sim.workload import Workload, generate
 
@@ -48,14 +49,28 @@ class Setup:
                 f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
             )
         settings = resolve(cfg.engine, hardware, model, tp, cfg.entry_point, cfg.engine_args)
-        check_parallel(model, settings, par.tp, par.pp, par.ep)
-        memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp)
+        check_parallel(model, settings, par.tp, par.pp, par.ep, par.dp)
+        memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp, par.ep)
         settings = after_memory(settings, memory.kv_capacity_tokens)
         prior = CostProfile.load("prior")
+        if par.link_bytes_per_s is not None:
+            hardware = replace(
+                hardware, nvlink_bytes_per_s=0.0, pcie_bytes_per_s=par.link_bytes_per_s
+            )
+        if par.link_latency_s is not None:
+            prior = replace(prior, allreduce_latency_s=par.link_latency_s)
         pricing = choose_pricer(
             hardware, cfg.cost_profile, prior, settings.engine, settings.version
         )
         return cls(cfg, hardware, model, settings, memory, prior, pricing)
+
+    @property
+    def dp_lockstep(self) -> bool:
+        par = self.config.parallel
+        if par.dp_lockstep is not None:
+            return par.dp_lockstep and par.dp > 1
+        vllm = self.settings.scheduler.startswith("vllm")
+        return par.dp > 1 and vllm and self.model.moe is not None
 
     def cost_model(self) -> CostModel:
         return CostModel(
@@ -78,7 +93,9 @@ class Setup:
         ]
 
 
-def check_parallel(model: ModelSpec, settings: EngineSettings, tp: int, pp: int, ep: int) -> None:
+def check_parallel(
+    model: ModelSpec, settings: EngineSettings, tp: int, pp: int, ep: int, dp: int = 1
+) -> None:
     if pp > model.num_layers:
         raise UserError(f"parallel.pp={pp} exceeds {model.name}'s {model.num_layers} layers")
     if pp > 1 and settings.scheduler not in PP_SCHEDULERS:
@@ -89,10 +106,16 @@ def check_parallel(model: ModelSpec, settings: EngineSettings, tp: int, pp: int,
     if ep > 1:
         if model.moe is None:
             raise UserError(f"parallel.ep={ep}: {model.name} is not a mixture-of-experts model")
-        if ep != tp:
+        if ep not in (tp, tp * dp):
             raise UserError(
-                f"parallel.ep={ep}: expert parallelism is modelled inside a replica's tensor "
-                f"parallel group, so ep must equal tp ({tp}) or be 1"
+                f"parallel.ep={ep}: experts are split over a replica's tensor-parallel group "
+                f"(ep = tp = {tp}) or over every GPU of the data-parallel ranks (ep = tp x dp "
+                f"= {tp * dp}), or not at all (1)"
+            )
+        if ep > tp and not settings.scheduler.startswith("vllm_v1"):
+            raise UserError(
+                f"parallel.ep={ep} across data-parallel ranks is modelled for vLLM's V1 engine "
+                f"only, not {settings.engine}@{settings.version}"
             )
         if model.moe.num_experts % ep:
             raise UserError(
@@ -110,10 +133,47 @@ class RunResult:
     itl_s: np.ndarray  # every gap between consecutive tokens of a request, pooled
 
 
+def request_lifetime_s(setup: Setup, prompt: int, output: int, batch: int) -> float:
+    """The cost model's estimate of one request's lifetime in a steady closed loop of `batch`
+    requests per replica: its prompt prefilled in one step beside the others' decodes, then
+    `output - 1` decode steps at the mean context."""
+    from sim.request import Request
+
+    cost = setup.cost_model()
+    req = Request(0, 0.0, prompt, output, [], 1)
+    others = batch - 1
+    ctx = prompt + output // 2
+    first = StepPlan(
+        [req] * batch, [prompt] + [1] * others, [0] + [ctx] * others, prompt, others, 0
+    )
+    decode = StepPlan([req] * batch, [1] * batch, [ctx] * batch, 0, batch, 0)
+    return cost.step_time_s(first) + (output - 1) * cost.step_time_s(decode)
+
+
+def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
+    """A closed loop whose first `concurrency` requests start evenly over one request lifetime
+    (workload.stagger): the steady state a long benchmark drifts into, where prompts arrive
+    one at a time, reached without simulating the drift."""
+    c = workload.concurrency
+    if not c or len(workload) < 2:
+        raise UserError("workload.stagger=true needs a closed loop (workload.concurrency)")
+    c = min(c, len(workload))
+    per_replica = max(1, -(-c // setup.config.parallel.dp))
+    prompt = int(np.mean(workload.prompt_len[:c]))
+    output = int(np.mean(workload.output_len[:c]))
+    life = request_lifetime_s(setup, prompt, output, per_replica)
+    gap = life / c
+    arrival = np.maximum(workload.arrival_s, np.minimum(np.arange(len(workload)), c - 1) * gap)
+    what = f"{workload.description}; first {c} spread over {life:.3g} s (one request lifetime)"
+    return replace(workload, arrival_s=arrival, description=what)
+
+
 def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
     started = time.perf_counter()
     setup = Setup.from_config(cfg)
     workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    if cfg.workload.stagger:
+        workload = stagger_first_wave(workload, setup)
     g, b = workload.content_block_tokens, setup.memory.block_size
     if g % b and b % g:
         raise UserError(
@@ -128,6 +188,7 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         until_s=cfg.max_sim_time_s,
         progress=progress,
         router=cfg.parallel.router,
+        lockstep=setup.dp_lockstep,
     )
     check_conservation(outcome, engines)
     requests = requests_frame(outcome.requests, outcome.replica_of)
@@ -139,10 +200,17 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         )
         gaps = gaps[owner >= workload.warmup]
     summary = bench_summary(requests[requests["request_id"] >= workload.warmup], gaps)
+    window = None
+    if workload.warmup and workload.concurrency:
+        full = full_loop_throughputs(requests, workload.warmup)
+        if full is not None:
+            window = full.pop("window_s")
+            summary |= full
     statuses = requests["status"].value_counts().to_dict()
     summary["sim"] = sim_figures(steps, requests, setup.memory.num_blocks) | {
         "requests": len(requests),
         "warmup_requests": workload.warmup,
+        "throughput_window_s": window,
         "finished": int(statuses.get("finished", 0)),
         "rejected": int(statuses.get("rejected", 0)),
         "unfinished_at_time_limit": len(requests)

@@ -66,6 +66,7 @@ class EngineSettings:
     non_torch_memory_bytes: int  # CUDA context, cuBLAS/NCCL workspaces
     swap_space_bytes: int  # CPU memory for swapped-out KV blocks (vLLM V0)
     block_watermark: float  # share of blocks kept free when admitting (vLLM V0)
+    num_gpu_blocks_override: int  # KV blocks when set (vLLM); 0: the pool is sized from memory
     rules: Mapping[str, str]  # field name -> the rule that set it
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
@@ -141,6 +142,7 @@ CATEGORY: dict[str, Category] = {
     "non_torch_memory_bytes": Category.MEMORY,
     "swap_space_bytes": Category.MEMORY,
     "block_watermark": Category.MEMORY,
+    "num_gpu_blocks_override": Category.MEMORY,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)

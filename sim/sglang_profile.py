@@ -180,6 +180,7 @@ def defaults(
     put("kv_cache_dtype", "auto", f"{at}: auto")
     put("swap_space_bytes", 0, "not an SGLang setting")
     put("block_watermark", 0.0, "not an SGLang setting")
+    put("num_gpu_blocks_override", 0, "not an SGLang setting")
     put("cudagraph_mode", "FULL_DECODE_ONLY", f"{at}: decode batches run as CUDA graphs")
     put("compile", False, f"{at}: torch.compile off by default")
     return values, rules, APPLICABLE, NAMES

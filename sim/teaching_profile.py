@@ -75,6 +75,7 @@ def defaults(
         ("new_token_ratio_decay", 0.0),
         ("swap_space_bytes", 0),
         ("block_watermark", 0.0),
+        ("num_gpu_blocks_override", 0),
     ):
         put(knob, value, f"{at}: not modelled (CPU time left out)")
     cpu, rule = cpu_overheads("teaching", "1")

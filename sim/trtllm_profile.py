@@ -103,6 +103,7 @@ def defaults(
     put("kv_cache_dtype", "auto", f"{at}: auto")
     put("swap_space_bytes", 0, "not a TensorRT-LLM setting")
     put("block_watermark", 0.0, "not a TensorRT-LLM setting")
+    put("num_gpu_blocks_override", 0, "not a TensorRT-LLM setting")
     put(
         "cudagraph_mode",
         "FULL_DECODE_ONLY",

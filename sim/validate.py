@@ -41,6 +41,12 @@ import yaml
 from sim.config import SimConfig, WorkloadConfig
 from sim.errors import UserError
 
+SLICES = ("hardware", "engine", "workload", "model")
+# Data-quality flags an importer may set on a case, and what each means.
+FLAG_MEANINGS = {
+    "prefill_above_peak": "the measured rate needs more prefill compute than the GPUs have: "
+    "cached prompt prefixes the source does not record",
+}
 WORKLOAD_KINDS = ("closed_loop", "poisson", "burst", "bench_json", "trace", "constant")
 REQUIRED = ("id", "engine", "hardware", "model", "workload")
 KNOWN = (
@@ -56,8 +62,18 @@ KNOWN = (
     "cost_profile",
     "notes",
     "source",
+    "flags",
 )
-PARALLEL_KEYS = ("tp", "pp", "dp", "ep", "router")
+PARALLEL_KEYS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "router",
+    "dp_lockstep",
+    "link_bytes_per_s",
+    "link_latency_s",
+)
 WORKLOAD_FIELDS = {f.name for f in fields(WorkloadConfig)}
 PATH_KEYS = ("lengths", "path")
 # summary.json keys of a vllm bench serve result that count as its measured metrics
@@ -90,7 +106,13 @@ class Case:
             "hardware": str(self.data.get("hardware", "?")),
             "engine": str(self.data.get("engine", "?")),
             "workload": kind,
+            "model": str(self.data.get("model", "?")),
         }
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        f = self.data.get("flags") or ()
+        return tuple(str(x) for x in f) if isinstance(f, list) else ()
 
 
 def load_cases(paths, base: SimConfig) -> list[Case]:
@@ -350,6 +372,7 @@ def rows(cases: list[Case], results: list[dict]) -> list[dict]:
                     "predicted": predicted,
                     "error_pct": err,
                     **case.slices,
+                    "flags": ",".join(case.flags),
                 }
             )
     return out
@@ -370,7 +393,7 @@ def aggregate(table: list[dict]) -> dict:
 
 def summarize(cases: list[Case], results: list[dict], table: list[dict]) -> dict:
     by_slice = {}
-    for dim in ("hardware", "engine", "workload"):
+    for dim in SLICES:
         groups: dict[str, list[dict]] = {}
         for r in table:
             groups.setdefault(r[dim], []).append(r)
@@ -394,10 +417,20 @@ def summarize(cases: list[Case], results: list[dict], table: list[dict]) -> dict
 def likely_causes(case: Case, res: dict, metric: str, error_pct: float) -> str:
     """The facts of this case that most plausibly explain a large error."""
     f = res.get("facts", {})
-    why = []
+    why = [FLAG_MEANINGS.get(flag, flag) for flag in case.flags]
+    kind = case.slices["workload"]
+    if "ttft" in metric and kind == "closed_loop":
+        why.append(
+            "closed-loop TTFT turns on how the clients' prompts group into prefill steps "
+            "(all at once or one at a time), which the source does not record"
+        )
     if not f.get("calibrated", True):
         why.append(f"no measured kernel tables for {case.data.get('hardware')}: roofline prior")
-    prior = sorted(k for k, v in f.get("priced_with", {}).items() if str(v).startswith("prior"))
+    # elementwise kernels are small beside GEMMs and attention: listed last
+    prior = sorted(
+        (k for k, v in f.get("priced_with", {}).items() if str(v).startswith("prior")),
+        key=lambda k: (k == "elementwise", k),
+    )
     if prior and f.get("calibrated", True):
         why.append(f"{', '.join(prior)} priced by the roofline prior (no measured table)")
     if f.get("dtype") in ("fp4", "int4"):

@@ -10,24 +10,34 @@ import pandas as pd
 
 from sim.outputs import atomic_write, write_json, write_text
 from sim.report import _save, plt
-from sim.validate import Case, likely_causes, rows, summarize
+from sim.validate import SLICES, Case, likely_causes, rows, summarize
 
 CSV_COLUMNS = ("case", "metric", "measured", "predicted", "error_pct")
 BAND = 0.10  # the +-10% band drawn around y = x
 WORST = 15  # worst (case, metric) pairs listed
 
 
-def write_validation(cases: list[Case], results: list[dict], out_dir: Path, title: str) -> dict:
+def write_validation(
+    cases: list[Case],
+    results: list[dict],
+    out_dir: Path,
+    title: str,
+    preamble: str = "",
+    extra: dict | None = None,
+) -> dict:
+    """Write the outputs; `preamble` goes under the report's title, `extra` into
+    summary.json's `validation` block."""
     table = rows(cases, results)
-    df = pd.DataFrame(table, columns=[*CSV_COLUMNS, "hardware", "engine", "workload"])
+    df = pd.DataFrame(table, columns=[*CSV_COLUMNS, *SLICES, "flags"])
     atomic_write(
         out_dir / "validation.csv",
         lambda tmp: df[list(CSV_COLUMNS)].to_csv(tmp, index=False, float_format="%.6g"),
     )
-    summary = {"validation": summarize(cases, results, table)}
+    summary = {"validation": summarize(cases, results, table) | (extra or {})}
     write_json(out_dir / "summary.json", summary)
     write_text(
-        out_dir / "report.md", _report(cases, results, df, summary["validation"], out_dir, title)
+        out_dir / "report.md",
+        _report(cases, results, df, summary["validation"], out_dir, title, preamble),
     )
     return summary
 
@@ -60,11 +70,14 @@ def _fmt(v, digits=1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def _report(cases, results, df: pd.DataFrame, v: dict, out_dir: Path, title: str) -> str:
+def _report(cases, results, df, v: dict, out_dir: Path, title: str, preamble: str = "") -> str:
     res_by_id = {r["id"]: r for r in results}
     case_by_id = {c.id: c for c in cases}
     lines = [
         f"# Validation: {title}",
+        "",
+        *([preamble, ""] if preamble else []),
+        "## All cases",
         "",
         f"{v['num_cases']} cases, {v['num_failed']} could not be simulated. Error is "
         "(predicted - measured) / measured; the tables give the median and 90th percentile of "

@@ -85,6 +85,7 @@ APPLICABLE_V0 = (
     "non_torch_memory_bytes",
     "swap_space_bytes",
     "block_watermark",
+    "num_gpu_blocks_override",
 )
 APPLICABLE_V1 = (
     "max_num_seqs",
@@ -112,6 +113,7 @@ APPLICABLE_V1 = (
     "kv_cache_dtype",
     "cudagraph_memory_bytes",
     "non_torch_memory_bytes",
+    "num_gpu_blocks_override",
 )
 
 
@@ -294,6 +296,7 @@ def defaults(
         0.0 if v1 else 0.01,
         f"{at}: {'no watermark (V1)' if v1 else 'V0 block manager watermark 0.01'}",
     )
+    put("num_gpu_blocks_override", 0, f"{at}: not set (the pool is sized from memory)")
     _graphs(v, v1, at, values, rules)
     put("capacity_policy", "", "not a vLLM setting")
     for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):

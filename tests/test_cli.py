@@ -72,6 +72,11 @@ def test_run_writes_everything_into_the_run_dir(tmp_path):
         (["parallel.tp=3"], "must divide"),
         (["parallel.pp=2", "engine=sglang"], "pipeline parallelism is modelled for vLLM's V1"),
         (["parallel.ep=2"], "not a mixture-of-experts model"),
+        (["model=qwen3-30b-a3b", "parallel.ep=4"], "or over every GPU of the data-parallel ranks"),
+        (
+            ["model=qwen3-30b-a3b", "parallel.dp=2", "parallel.ep=2", "engine=sglang"],
+            "across data-parallel ranks is modelled for vLLM's V1",
+        ),
         (["-m", "workload.rate=5,-2"], "workload.rate=-2.0: must be > 0"),
     ],
 )

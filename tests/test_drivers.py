@@ -7,7 +7,7 @@ import pytest
 
 from sim.driver import check_conservation, run_loop, run_simpy
 from sim.metrics import StepLog
-from sim.run import Setup
+from sim.run import Setup, simulate
 from sim.workload import generate
 from tests.conftest import config
 
@@ -109,3 +109,46 @@ def test_time_limit_reports_unfinished_requests():
     assert sim["unfinished_at_time_limit"] > 0
     assert sim["finished"] + sim["rejected"] + sim["unfinished_at_time_limit"] == 200
     assert sim["stopped_at_s"] >= 1.0
+
+
+def test_a_staggered_closed_loop_prefills_its_first_wave_one_at_a_time():
+    loop = {"kind": "closed_loop", "concurrency": 4, "num_requests": 12, "warmup_requests": 4}
+    lockstep = simulate(config(loop))
+    spread = simulate(config(loop | {"stagger": True}))
+    sent = spread.requests.sort_values("request_id")["arrival_s"].to_numpy()
+    gaps = np.diff(sent[:4])
+    assert (gaps > 0).all() and np.allclose(gaps, gaps[0])  # evenly over one lifetime
+    assert "spread over" in spread.summary["sim"]["workload"]
+    assert spread.summary["completed"] == lockstep.summary["completed"] == 8
+    # alone in its step, a prompt waits for no one else's prefill
+    assert spread.summary["mean_ttft_ms"] < lockstep.summary["mean_ttft_ms"]
+
+
+def test_a_closed_loop_with_warmup_measures_throughput_while_full():
+    loop = {"kind": "closed_loop", "concurrency": 4, "num_requests": 16, "warmup_requests": 4}
+    s = simulate(config(loop)).summary
+    a, b = s["sim"]["throughput_window_s"]
+    assert 0 < a < b
+    # Little's law on the measured requests: 4 in flight, each e2el long, 32 tokens apiece
+    little = 4 * 32 / (s["mean_e2el_ms"] / 1e3)
+    assert s["output_throughput"] == pytest.approx(little, rel=0.15)
+    plain = simulate(config(loop | {"warmup_requests": 0})).summary
+    assert plain["sim"]["throughput_window_s"] is None
+
+
+def test_moe_data_parallel_ranks_step_together():
+    """vLLM steps the data-parallel ranks of an MoE model together: every step starts on all
+    busy ranks at once and lasts as long as the slowest."""
+    moe = {"model": "qwen3-30b-a3b", "hardware": "h200", "engine": "vllm@0.19.0"}
+    load = {"kind": "poisson", "num_requests": 40, "rate": 50.0, "length_dist": "uniform"}
+    load |= {"range_ratio": 0.5}
+    together = simulate(config(load, **moe, parallel={"dp": 2, "ep": 2}))
+    apart = simulate(config(load, **moe, parallel={"dp": 2, "ep": 2, "dp_lockstep": False}))
+    steps = together.steps
+    both = steps.groupby("start_s").filter(lambda g: len(g) == 2)
+    assert len(both) > 0.5 * len(steps)
+    assert (both.groupby("start_s")["duration_s"].nunique() == 1).all()
+    assert (both["gpu_s"] <= both["duration_s"] + 1e-12).all()
+    apart_starts = apart.steps.groupby("start_s").size()
+    assert (apart_starts == 1).mean() > 0.5  # independent ranks rarely start together
+    assert together.summary["completed"] == apart.summary["completed"] == 40

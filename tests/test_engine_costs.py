@@ -151,3 +151,16 @@ def test_a_chunk_after_cached_tokens_takes_a_measured_prefills_efficiency():
         whole = float(pricer.prefill_s(np.array([8512]), np.array([0]), 1, shape)[0])
         # the chunk does (512 x 8,256) / (8,512^2 / 2) = 11.7% of the whole prefill's work
         assert 0.08 * whole < chunk < 0.2 * whole, family
+
+
+def test_a_weight_format_one_family_lacks_comes_from_another_family():
+    """H100's vLLM 0.14 tables have no fp4 MoE; its 0.24 tables do: a measured neighbour
+    beats the roofline prior."""
+    from sim.cost_profile import CostProfile
+    from sim.gpu_profile import choose_pricer
+
+    hw = load_hardware("h100-sxm")
+    choice = choose_pricer(hw, "auto", CostProfile.load("prior"), "vllm", "0.12.0")
+    assert choice.family == "vllm@0.14.0"
+    choice.pricer.moe_s(64, 2880, 2880, 4, 128, "fp4")
+    assert choice.pricer.used["moe"] == "moe/fp4"

@@ -59,6 +59,8 @@ def test_max_model_len_beyond_the_pool():
         ({"max_model_len": 10**7}, "max_position_embeddings"),
         ({"enable_chunked_prefill": False, "max_num_batched_tokens": 4096}, "chunked prefill off"),
         ({"max_num_seqs": "many"}, "expected int"),
+        ({"num_gpu_blocks_override": -1}, "at least 2 blocks"),
+        ({"num_gpu_blocks_override": 100}, "the pool holds"),
     ],
 )
 def test_impossible_settings(args, match):
@@ -86,3 +88,19 @@ def test_measured_rtx4090_block_count_is_close():
         cudagraph_memory_bytes=0,
     )
     assert p.num_blocks == pytest.approx(meta["kv_cache"]["num_gpu_blocks"], rel=0.10)
+
+
+def test_num_gpu_blocks_override_sets_the_pool():
+    """vLLM's --num-gpu-blocks-override replaces the profiled block count (null block included)."""
+    p = plan(num_gpu_blocks_override=2588, max_model_len=32768)
+    assert p.num_blocks == 2588 and p.kv_capacity_tokens == 2587 * 16
+
+
+def test_experts_over_every_data_parallel_rank_free_memory():
+    hw, m = load_hardware("h200"), load_model("qwen3-30b-a3b")
+    s = resolve("vllm@0.19.0", hw, m, 1)
+    alone = plan_memory(hw, m, s, 1, "auto")
+    spread = plan_memory(hw, m, s, 1, "auto", ep=2)
+    experts = m.expert_params * 2  # bf16
+    assert alone.weight_bytes - spread.weight_bytes == pytest.approx(experts / 2, rel=1e-6)
+    assert spread.num_blocks > alone.num_blocks

@@ -47,7 +47,7 @@ def test_windowed_kv_is_bounded_and_linear_state_is_fixed():
 
 
 def test_checkpoint_formats():
-    assert load_model("deepseek-v3").checkpoint_dtype == "fp8"
+    assert load_model("deepseek-v3").checkpoint_dtype == "fp8_block"
     oss = load_model("gpt-oss-120b")
     assert oss.checkpoint_dtype == "fp4" and oss.quantized_experts_only
     # MXFP4 experts, the rest bf16: about 65 GB rather than 234 GB of bf16

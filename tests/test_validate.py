@@ -139,7 +139,7 @@ def test_tiny_case_file_end_to_end(tmp_path):
     v = json.loads((out / "summary.json").read_text())["validation"]
     assert v["num_cases"] == 3 and v["num_failed"] == 1
     assert set(v["median_abs_pct_error"]) == {r["metric"] for r in table}
-    assert set(v["by_slice"]) == {"hardware", "engine", "workload"}
+    assert set(v["by_slice"]) == {"hardware", "engine", "workload", "model"}
     assert set(v["by_slice"]["hardware"]) == {"h100-sxm", "h200"}
     assert set(v["by_slice"]["workload"]) == {"closed_loop", "poisson"}
     errs = [abs(float(t["error_pct"])) for t in table if t["metric"] == "mean_ttft_ms"]
@@ -186,16 +186,25 @@ def test_silicon_rows_become_closed_loop_cases(tmp_path):
         "r1,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,8,2,1,,1,154.2,18.0\n"
         "r2,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,,disagg,1024,128,8,2,1,,1,150.0,17.0\n"
         "r3,src,sglang,0.5.9,openai/gpt-oss-120b,h200_sxm,fp4,agg,1024,1024,16,4,1,1,4,60,6\n"
+        "r4,src,vllm,,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,8,2,1,,1,154.2,18.0\n"
+        # 112 x 1000-token prompts every 1.19 s on one H200: 1.3 PFLOP/s of prefill alone
+        "r5,src,vllm,0.12.0,nvidia/Llama-3.1-8B-Instruct-FP8,h200_sxm,fp8,agg,1000,100,112,1,1,,"
+        "1,71.91,11.25\n"
     )
     cases, skipped = silicon(path, tmp_path / "cases.yaml", backends=["vllm", "sglang"])
-    assert [c["id"] for c in cases] == ["aic-r1", "aic-r3"]
-    assert skipped == {"disaggregated prefill/decode (not modelled)": 1}
+    assert [c["id"] for c in cases] == ["aic-r1", "aic-r3", "aic-r5"]
+    assert skipped == {
+        "disaggregated prefill/decode (not modelled)": 1,
+        "no engine version recorded": 1,
+    }
+    assert "flags" not in cases[0] and "flags" not in cases[1]
+    assert cases[2]["flags"] == ["prefill_above_peak"] and "cached prompt" in cases[2]["notes"]
     c = cases[0]
     assert c["engine"] == "vllm@0.12.0" and c["hardware"] == "h100-sxm"
     assert c["model"] == "qwen3-32b" and c["dtype"] == "bf16" and c["parallel"]["tp"] == 2
     loop = c["workload"]["closed_loop"]
     assert (loop["concurrency"], loop["input_len"], loop["output_len"]) == (8, 1024, 128)
-    assert loop["warmup_requests"] == 8 and loop["num_requests"] == 40
+    assert loop["warmup_requests"] == 8 and loop["num_requests"] == 24
     # Little's law: 8 requests in flight, each 154.2 + 127 x 18 ms, 128 tokens
     assert c["measured"]["output_throughput"] == pytest.approx(8 * 128 / 2.4402, rel=1e-4)
     assert cases[1]["dtype"] == "fp4" and cases[1]["parallel"]["ep"] == 4
@@ -225,7 +234,12 @@ def test_llmservingsim_runs_import_with_their_own_percentiles(tmp_path):
     assert c["entry_point"] == "offline" and c["engine"] == "vllm@0.19.0"
     assert c["engine_args"] == {"max_num_seqs": 128, "max_num_batched_tokens": 2048}
     moe = cases["llmservingsim-RTXPRO6000-Qwen3-30B-A3B-Instruct-2507"]
-    assert moe["parallel"] == {"tp": 1, "dp": 2} and "replicas" in moe["notes"]
+    # expert parallelism over both data-parallel ranks' GPUs
+    assert moe["parallel"]["dp"] == 2 and moe["parallel"]["ep"] == 2
+    # the server's GPU-to-GPU link as the run's own config.json records it (16 GB/s, 20 us)
+    tp2 = cases["llmservingsim-RTXPRO6000-Qwen3-32B"]["parallel"]
+    assert tp2 == {"tp": 2, "link_bytes_per_s": 16e9, "link_latency_s": pytest.approx(2e-5)}
+    assert "link_bytes_per_s" not in c["parallel"]  # one GPU: no link
     out.write_text(yaml.safe_dump({"cases": list(cases.values())}))
     loaded = load_cases([out], BASE)
     assert all(x.error is None and x.requests for x in loaded)
@@ -307,3 +321,115 @@ def test_bench_json_cases_take_the_files_metrics(tmp_path):
     (res,) = run_all([c], jobs=1)
     assert set(res["ks"]) == {"ttft", "itl"}
     assert 0 <= res["ks"]["ttft"]["statistic"] <= 1 and res["ks"]["ttft"]["n"] == [3, 3]
+
+
+def test_a_slower_server_link_slows_tensor_parallel_runs():
+    base = {
+        "model": "qwen3-32b",
+        "hardware": "rtx-pro-6000",
+        "parallel": {"tp": 2},
+        "workload": {"kind": "burst", "num_requests": 16, "length_dist": "fixed"},
+    }
+    fast = simulate(config(**base))
+    slow = simulate(config(**base | {"parallel": {"tp": 2, "link_bytes_per_s": 4e9}}))
+    slower = simulate(
+        config(**base | {"parallel": {"tp": 2, "link_bytes_per_s": 4e9, "link_latency_s": 1e-4}})
+    )
+    steps = [r.summary["sim"]["steps"] for r in (fast, slow, slower)]
+    assert steps[0] == steps[1] == steps[2]  # same schedule, dearer steps
+    span = [r.summary["duration"] for r in (fast, slow, slower)]
+    assert span[0] < span[1] < span[2]
+
+
+def test_suite_targets_over_vllm_rows_and_llmservingsim_runs():
+    from sim.validation_suite import targets
+
+    def row(case, engine, metric, err, flags=""):
+        return {
+            "case": case,
+            "engine": engine,
+            "hardware": "h200",
+            "metric": metric,
+            "error_pct": err,
+            "flags": flags,
+        }
+
+    table = [
+        row("aic-a", "vllm@0.12.0", "mean_tpot_ms", 4.0),
+        row("aic-b", "vllm@0.12.0", "mean_tpot_ms", -8.0),
+        row("aic-c", "vllm@0.12.0", "mean_tpot_ms", 150.0, "prefill_above_peak"),
+        row("aic-d", "sglang@0.5.9", "mean_tpot_ms", 30.0),
+        row("llmservingsim-x", "vllm@0.19.0", "p50_ttft_ms", -16.0),
+        row("llmservingsim-x", "vllm@0.19.0", "mean_ttft_ms", 50.0),
+    ]
+    got = {(t["target"], t["metric"]): t for t in targets(table)}
+    tpot = got[("vLLM rows of the silicon sample on H100/H200", "mean_tpot_ms")]
+    assert tpot["value_pct"] == 8.0 and tpot["met"] and tpot["num_values"] == 3
+    assert tpot["value_pct_unflagged"] == 6.0 and tpot["num_unflagged"] == 2
+    assert got[("SGLang rows of the silicon sample on H100/H200", "mean_tpot_ms")]["met"] is None
+    lss = got[("llmservingsim-x", "p50_ttft_ms")]
+    assert lss["value_pct"] == 16.0 and lss["met"] is False
+    assert ("llmservingsim-x", "mean_ttft_ms") not in got  # means are reported, not targeted
+
+
+def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
+    from sim.validation_suite import build_cases
+
+    files, notes = build_cases(shared_data(""), tmp_path)
+    loaded = load_cases(files, BASE)
+    assert len(loaded) > 500
+    engines = {c.data["engine"].split("@")[0] for c in loaded}
+    assert engines == {"vllm", "sglang"}
+    assert sum(c.id.startswith("llmservingsim-") for c in loaded) == 4
+    assert any("disaggregated" in n for n in notes)
+
+
+def test_block_scaled_fp8_checkpoints():
+    from sim.importers import block_scaled_fp8
+
+    assert block_scaled_fp8("deepseek-ai/DeepSeek-R1")
+    assert block_scaled_fp8("Qwen/Qwen3-235B-A22B-FP8")
+    assert not block_scaled_fp8("Qwen/Qwen3-32B")  # online fp8: per-tensor
+    assert not block_scaled_fp8("nvidia/Llama-3.1-8B-Instruct-FP8")  # ModelOpt: per-tensor
+    small = {"num_requests": 8}
+    r = simulate(
+        config(
+            small, model="qwen3-30b-a3b", hardware="h200", dtype="fp8_block", cost_profile="auto"
+        )
+    )
+    priced = r.summary["sim"]["priced_with"]
+    assert priced["gemm"] == "gemm/fp8_block" and priced["moe"] == "moe/fp8_block"
+    assert r.summary["completed"] == 8
+
+
+def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
+    """The suite's one command on a shared-data folder holding two silicon rows and one
+    LLMServingSim run: case files, report with targets, summary.json, validation.csv."""
+    import shutil
+
+    from sim.validation_suite import main
+
+    run = shared_data("LLMServingSim/bench_examples/RTXPRO6000/Llama-3.1-8B")
+    data = tmp_path / "data"
+    shutil.copytree(run, data / "LLMServingSim/bench_examples/RTXPRO6000/Llama-3.1-8B")
+    (data / "aiconfigurator").mkdir(parents=True)
+    (data / "aiconfigurator/silicon_sample.csv").write_text(
+        "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+        "batch_size,tp_size,pp_size,attention_dp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
+        "a,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,,agg,256,16,4,2,1,,1,60.0,15.0\n"
+        "b,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,256,16,4,2,1,,1,60.0,15.0\n"
+    )
+    out = tmp_path / "report"
+    assert main(["--data", str(data), "--out", str(out), "--jobs", "1"]) == 0
+    v = json.loads((out / "summary.json").read_text())["validation"]
+    assert v["num_cases"] == 3 and v["num_failed"] == 0
+    names = {(t["target"], t["metric"]) for t in v["targets"]}
+    assert ("vLLM rows of the silicon sample on H100/H200", "mean_tpot_ms") in names
+    assert ("llmservingsim-RTXPRO6000-Llama-3.1-8B", "p90_ttft_ms") in names
+    assert set(v["client_sensitivity"]) == {"mean_tpot_ms", "output_throughput", "mean_ttft_ms"}
+    report = (out / "report.md").read_text()
+    assert "## Targets" in report and "python -m sim.validation_suite" in report
+    assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()
+    with pytest.raises(SystemExit):
+        main(["--nope"])
+    assert main(["--data", str(tmp_path / "missing"), "--out", str(out)]) == 2
