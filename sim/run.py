@@ -53,10 +53,8 @@ class Setup:
         memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp, par.ep)
         settings = after_memory(settings, memory.kv_capacity_tokens)
         prior = CostProfile.load("prior")
-        if par.link_bytes_per_s is not None:
-            hardware = replace(
-                hardware, nvlink_bytes_per_s=0.0, pcie_bytes_per_s=par.link_bytes_per_s
-            )
+        if par.link_bytes_per_s is not None:  # the peer link; host transfers keep PCIe
+            hardware = replace(hardware, nvlink_bytes_per_s=par.link_bytes_per_s)
         if par.link_latency_s is not None:
             prior = replace(prior, allreduce_latency_s=par.link_latency_s)
         pricing = choose_pricer(
