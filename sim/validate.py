@@ -21,7 +21,8 @@ measured:
         measured: {mean_ttft_ms: 121.4, mean_tpot_ms: 13.2}   # any summary.json keys
         requests: PATH                  # optional: per-request measurements, for KS tests
 
-Other keys a case may carry: entry_point (server | offline), seed, cost_profile, notes, source.
+Other keys a case may carry: entry_point (server | offline), seed, cost_profile, notes, source,
+flags (data-quality marks an importer sets, e.g. prefill_above_peak).
 Relative paths resolve against the case file's folder. A case that cannot be simulated (a
 schema error, an unknown model, a model that does not fit, a missing file) becomes an error row
 with its reason; the other cases still run. Cases run in parallel (joblib, one process each).
