@@ -16,6 +16,7 @@ disaggregated deployment, a GuideLLM sweep step without a fixed rate) are skippe
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -190,17 +191,27 @@ PEAK_DTYPE = {
 def prefill_share_of_peak(model, hardware, dtype, concurrency, isl, e2e_s, gpus) -> float | None:
     """Share of the GPUs' dense peak that the prompts' linear-layer FLOPs need at the measured
     request rate (Little's law: concurrency / E2E), or None for a model or GPU not catalogued."""
+    per_token = _linear_flops_and_peak(model, hardware, PEAK_DTYPE.get(dtype, "bf16"))
+    if per_token is None:
+        return None
+    flops, peak = per_token
+    return flops * isl * concurrency / e2e_s / (peak * gpus)
+
+
+@functools.cache
+def _linear_flops_and_peak(model: str, hardware: str, peak_dtype: str):
+    """(linear-layer FLOPs per token, the GPU's dense peak at `peak_dtype`), loaded once per
+    model and GPU; None when either is not catalogued."""
     from sim.hardware import load_hardware
     from sim.model_config import load_model
 
     try:
         m, hw = load_model(model), load_hardware(hardware)
-        peak = hw.peak_flops_per_s(PEAK_DTYPE.get(dtype, "bf16"))
+        peak = hw.peak_flops_per_s(peak_dtype)
     except UserError:
         return None
     p = m.params
-    flops = 2.0 * (p.active - p.embedding) * isl * concurrency / e2e_s
-    return flops / (peak * gpus)
+    return 2.0 * (p.active - p.embedding), peak
 
 
 def _int(value) -> int:

@@ -153,7 +153,7 @@ def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
     (workload.stagger): the steady state a long benchmark drifts into, where prompts arrive
     one at a time, reached without simulating the drift."""
     c = workload.concurrency
-    if not c or len(workload) < 2:
+    if not c:
         raise UserError("workload.stagger=true needs a closed loop (workload.concurrency)")
     c = min(c, len(workload))
     per_replica = max(1, -(-c // setup.config.parallel.dp))

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import UserError
+from sim.importers import IMPLAUSIBLE_PREFILL_SHARE
 from sim.paths import REPO_DIR, SHARED_DATA_DIR
 
 DEFAULT_DATA = SHARED_DATA_DIR
@@ -288,8 +289,9 @@ def preamble(
     lines += [
         "",
         "Flagged rows: the importer marks a silicon row `prefill_above_peak` when its measured "
-        "request rate needs the prompts' linear layers alone to run at 60% or more of the GPUs' "
-        "dense tensor peak (the best measured GEMMs reach about 70%), which leaves no time for "
+        "request rate needs the prompts' linear layers alone to run at "
+        f"{100 * IMPLAUSIBLE_PREFILL_SHARE:.0f}% or more of the GPUs' dense tensor peak, "
+        "which leaves no time for "
         "decode: such runs must have reused cached prompt prefixes, which the row does not "
         "record, so the simulator (which prefills every prompt) cannot match them. They stay in "
         "every headline number; the last column shows the median without them.",
