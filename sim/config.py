@@ -105,6 +105,7 @@ class SimConfig:
     dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp8_block", "fp4", "int4"))
     cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
     max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
+    fast_forward: bool = True  # jump over runs of decode-only steps (same results, faster)
     parallel: Parallel = field(default_factory=Parallel)
     engine_args: Mapping[str, object] = field(default_factory=dict)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)

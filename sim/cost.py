@@ -29,10 +29,12 @@ plus an activation send. Kernels are priced by the GPU's calibrated profile wher
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from sim.context_table import ContextTable
 from sim.cost_profile import CostProfile
 from sim.kernels import AttentionShape, KernelPricer
 from sim.memory import kv_heads_per_gpu
@@ -148,7 +150,11 @@ class CostModel:
             )
             for t in self.terms
         }
-        self._memo: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+        self._memo: dict[int, tuple[float, float, float, float]] = {}  # by token count
+        self._lm_head: dict[int, float] = {}  # by batch size
+        self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_attention
+        self._tables: dict[tuple[int, int, bool], ContextTable] = {}
+        self._floors: dict[tuple[str, AttentionShape], float] = {}
 
     def _terms(self, layer: Layer, count: int) -> _LayerTerms:
         m, tp, h = self.model, self.tp, self.model.hidden_size
@@ -217,43 +223,103 @@ class CostModel:
         per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
-    def _attention(self, layer: Layer, pre_q, pre_c, dec_c) -> tuple[float, float]:
-        """(prefill, decode) seconds of one layer's attention, launch floor included."""
+    def _prefill_attention(self, pre_q: np.ndarray, pre_c: np.ndarray) -> float:
+        """Seconds of every layer's prefill attention for the step's chunks, launch floors
+        included."""
         m, pr = self.model, self.pricer
-        n_pre, n_dec = len(pre_q), len(dec_c)
-        if layer.attention is Attention.LINEAR:
-            lin = m.linear
-            flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
-            state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
-            pre = pr.linear_attention_s(float(pre_q.sum()), n_pre, flops, state) if n_pre else 0.0
-            dec = pr.linear_attention_s(n_dec, n_dec, flops, state) if n_dec else 0.0
-            return pre, dec
-        if layer.attention is Attention.MLA:
-            a = m.mla
-            latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
-            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-            pre = (
-                float(
+        n_pre = len(pre_q)
+        total = 0.0
+        for index, term in enumerate(self.terms):
+            layer = term.layer
+            if layer.attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                pre = pr.linear_attention_s(float(pre_q.sum()), n_pre, flops, state)
+            elif layer.attention is Attention.MLA:
+                a = m.mla
+                latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
+                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+                pre = float(
                     pr.mla_prefill_s(
                         pre_q, pre_c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
                     ).sum()
                 )
-                if n_pre
-                else 0.0
-            )
-            dec = (
-                float(
-                    pr.mla_decode_s(dec_c, self.heads, a.latent_dim, a.kv_lora_rank, latent).sum()
-                )
-                if n_dec
-                else 0.0
-            )
-            return pre, dec
-        shape = self.shapes[id(layer)]
-        pre = float(pr.prefill_s(pre_q, pre_c, n_pre, shape).sum()) if n_pre else 0.0
-        dec = float(pr.decode_s(dec_c, n_dec, shape, mixed=n_pre > 0).sum()) if n_dec else 0.0
-        floor = pr.attention_floor_s("attention_prefill" if n_pre else "attention_decode", shape)
-        return (pre + floor, dec) if n_pre else (pre, dec + floor)
+            else:
+                shape = self.shapes[id(layer)]
+                pre = self._prefill_chunks(index, shape, pre_q, pre_c)
+                pre += self._floor("attention_prefill", shape)
+            total += term.count * pre
+        return total
+
+    def _prefill_chunks(self, index: int, shape, pre_q: np.ndarray, pre_c: np.ndarray) -> float:
+        """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
+        after c cached, beside n - 1 other chunks) priced once and remembered."""
+        n = len(pre_q)
+        memo = self._prefill
+        keys = [(index, q, c, n) for q, c in zip(pre_q.tolist(), pre_c.tolist(), strict=True)]
+        missing = [k for k in keys if k not in memo]
+        if missing:
+            q = np.array([k[1] for k in missing], dtype=np.int64)
+            c = np.array([k[2] for k in missing], dtype=np.int64)
+            values = self.pricer.prefill_s(q, c, n, shape).tolist()
+            memo.update(zip(missing, values, strict=True))
+        return math.fsum(memo[k] for k in keys)
+
+    def _linear_terms(self) -> tuple[float, float]:
+        """(FLOPs per token, state bytes per sequence) of a linear-attention layer on one GPU."""
+        lin = self.model.linear
+        flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
+        state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
+        return flops, state
+
+    def _floor(self, kind: str, shape: AttentionShape) -> float:
+        key = (kind, shape)
+        if key not in self._floors:
+            self._floors[key] = self.pricer.attention_floor_s(kind, shape)
+        return self._floors[key]
+
+    def _table(self, index: int, num_seqs: int, mixed: bool) -> ContextTable:
+        """Per-sequence decode attention seconds of layer kind `index` by context, for a step
+        that decodes `num_seqs` sequences (beside a prefill chunk when `mixed`)."""
+        layer = self.terms[index].layer
+        mla = layer.attention is Attention.MLA  # priced per sequence alone
+        key = (index, 0, False) if mla else (index, num_seqs, mixed)
+        table = self._tables.get(key)
+        if table is None:
+            m, pr = self.model, self.pricer
+            if layer.attention is Attention.MLA:
+                a = m.mla
+                latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
+
+                def per_sequence(c):
+                    return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
+            else:
+                shape = self.shapes[id(layer)]
+
+                def per_sequence(c):
+                    return pr.decode_s(c, num_seqs, shape, mixed=mixed)
+
+            table = self._tables[key] = ContextTable(per_sequence)
+        return table
+
+    def decode_attention(self, contexts: np.ndarray, mixed: bool) -> np.ndarray:
+        """Seconds of every layer's decode attention for each row of `contexts` (steps x
+        sequences, each row one step's decodes), launch floors included."""
+        steps, num_seqs = contexts.shape
+        total = np.zeros(steps)
+        if num_seqs == 0:
+            return total
+        for index, term in enumerate(self.terms):
+            layer = term.layer
+            if layer.attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+            else:
+                # sequential row sums: np.sum's order depends on the array's shape
+                dec = np.cumsum(self._table(index, num_seqs, mixed)(contexts), axis=1)[:, -1]
+                if layer.attention is not Attention.MLA and not mixed:
+                    dec = dec + self._floor("attention_decode", self.shapes[id(layer)])
+            total += term.count * dec
+        return total
 
     def step_cost(self, plan: StepPlan) -> StepCost:
         q = np.asarray(plan.num_new_tokens, dtype=np.int64)
@@ -284,10 +350,25 @@ class CostModel:
 
     def _token_costs(self, t: int, batch: int) -> tuple[float, float, float, float, float]:
         """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs
-        t tokens for `batch` sequences: they depend on nothing else, so they are memoised."""
-        key = (t, batch)
-        if key in self._memo:
-            return self._memo[key]
+        t tokens for `batch` sequences: the LM head depends on the batch alone, the rest on t
+        alone, so both are memoised."""
+        if t not in self._memo:
+            self._memo[t] = self._per_token_count(t)
+        linear, moe, elementwise, allreduce = self._memo[t]
+        lm_head = self._lm_head.get(batch)
+        if lm_head is None:
+            lm_head = self._lm_head[batch] = self._lm_head_s(batch)
+        return linear, moe, elementwise, lm_head, allreduce
+
+    def _lm_head_s(self, batch: int) -> float:
+        vocab, h = self.model.vocab_size, self.model.hidden_size
+        lm_head = (
+            float(self.pricer.gemm_s(batch, vocab / self.tp, h, "bf16").sum()) if batch else 0.0
+        )
+        return lm_head + float(self.pricer.elementwise_s(max(batch, 1) * vocab * 4 * 3, "sampler"))
+
+    def _per_token_count(self, t: int) -> tuple[float, float, float, float]:
+        """(GEMMs, MoE, elementwise, all-reduce) seconds of a step of t tokens."""
         m, pr, tp, h = self.model, self.pricer, self.tp, self.model.hidden_size
         linear = moe = elementwise = 0.0
         for term in self.terms:
@@ -314,9 +395,6 @@ class CostModel:
                 if per_token:
                     elementwise += term.count * float(pr.elementwise_s(t * per_token, kind))
         elementwise += float(pr.elementwise_s(t * 2 * h * ACT_BYTES, "embedding"))
-        vocab = m.vocab_size
-        lm_head = float(pr.gemm_s(batch, vocab / tp, h, "bf16").sum()) if batch else 0.0
-        lm_head += float(pr.elementwise_s(max(batch, 1) * vocab * 4 * 3, "sampler"))
         allreduce = 0.0
         if tp > 1:
             allreduce = 2 * m.num_layers * float(pr.allreduce_s(t * h * ACT_BYTES, tp))
@@ -325,8 +403,7 @@ class CostModel:
             moe_layers = sum(term.count for term in self.terms if term.layer.moe)
             ranks = self.ep // tp
             allreduce += moe_layers * float(pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep))
-        self._memo[key] = (linear, moe, elementwise, lm_head, allreduce)
-        return self._memo[key]
+        return linear, moe, elementwise, allreduce
 
     def cost(
         self, pre_q: np.ndarray, pre_c: np.ndarray, dec_c: np.ndarray, cpu_batch: int | None = None
@@ -334,15 +411,12 @@ class CostModel:
         """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached);
         the CPU time counts `cpu_batch` sequences (default: all of them)."""
         batch = len(pre_q) + len(dec_c)
-        num_tokens = int(pre_q.sum()) + len(dec_c)
-        launch, t = self._launch_s(num_tokens, decode_only=len(pre_q) == 0)
+        prefill_tokens = int(pre_q.sum())
+        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=len(pre_q) == 0)
         linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
-        prefill = decode = 0.0
-        for term in self.terms:
-            pre_s, dec_s = self._attention(term.layer, pre_q, pre_c, dec_c)
-            prefill += term.count * pre_s
-            decode += term.count * dec_s
-        serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, int(pre_q.sum()))
+        prefill = self._prefill_attention(pre_q, pre_c) if len(pre_q) else 0.0
+        decode = float(self.decode_attention(dec_c.reshape(1, -1), len(pre_q) > 0)[0])
+        serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
         p2p = 0.0
         if self.pp > 1:
             p2p = float(self.pricer.sendrecv_s(t * self.model.hidden_size * ACT_BYTES))
@@ -360,6 +434,18 @@ class CostModel:
             p2p_s=p2p,
             pp=self.pp,
         )
+
+    def decode_run(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(gpu_s, cpu_s, total_s) per step of a run of decode-only steps, row k of `contexts`
+        holding step k's contexts: the same sums, in the same order, as step_cost of each
+        step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
+        first = self.cost(np.zeros(0, np.int64), np.zeros(0, np.int64), contexts[0])
+        decode = self.decode_attention(contexts, False)
+        c = first
+        gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
+        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+        total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+        return gpu, np.full(len(gpu), c.cpu_s), total
 
     def step_time_s(self, plan: StepPlan) -> float:
         return self.step_cost(plan).total_s

@@ -23,6 +23,7 @@ after its start; a micro-batch schedules only requests that are not already in f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ from simpy.events import AnyOf
 from sim.config import ROUTERS
 from sim.engine import Engine
 from sim.errors import UserError
+from sim.records import RequestRecords
 from sim.request import Request, Status
 from sim.workload import Workload
 
@@ -40,10 +42,19 @@ Progress = Callable[[float, int, int], None]  # (sim time, requests ended, reque
 
 @dataclass(slots=True)
 class RunOutcome:
-    requests: list[Request]  # every request of the workload, in workload order
-    replica_of: dict[int, int]  # request id -> replica it was sent to
+    records: RequestRecords  # every request of the workload, one row each, in workload order
     end_s: float  # simulated time when the run stopped
     stopped_early: bool  # the time limit came before every request ended
+
+    @property
+    def requests(self) -> list[Request]:
+        """The rows as (content-less) Request objects, for tests and small tools."""
+        return [self.records.request(i) for i in range(len(self.records))]
+
+    @property
+    def replica_of(self) -> dict[int, int]:
+        """Request id -> the replica it was sent to."""
+        return {i: int(r) for i, r in enumerate(self.records.replica) if r >= 0}
 
 
 class _Dispatch:
@@ -56,8 +67,8 @@ class _Dispatch:
         self.engines = engines
         self.router = router
         self.num_sent = 0
-        self.requests: list[Request | None] = [None] * len(workload)
-        self.replica_of: dict[int, int] = {}
+        self.records = RequestRecords(workload.arrival_s, workload.prompt_len, workload.output_len)
+        self.in_flight_requests: dict[int, Request] = {}  # sent and not ended
         self.next_index = 0
         self.in_flight = 0
         self.ended = 0
@@ -79,14 +90,15 @@ class _Dispatch:
         self.next_index += 1
         req = self.workload.request(i)
         req.arrival_s = send_s  # TTFT counts from the send, as the benchmark client measures it
-        self.requests[i] = req
         engine = self.route(req)
         self.num_sent += 1
-        self.replica_of[i] = engine.replica
+        self.records.replica[i] = engine.replica
         if engine.add_request(req):
             self.in_flight += 1
+            self.in_flight_requests[i] = req
             return engine
         self.ended += 1  # rejected on arrival
+        self.records.record(req)
         return None
 
     def route(self, req: Request) -> Engine:
@@ -110,14 +122,16 @@ class _Dispatch:
         was_blocked = self.blocked
         self.in_flight -= len(reqs)
         self.ended += len(reqs)
+        for req in reqs:
+            self.records.record(req)
+            del self.in_flight_requests[req.request_id]
         if was_blocked and not self.blocked:
             self.last_free_s = now
 
     def outcome(self, end_s: float) -> RunOutcome:
-        reqs = [
-            r if r is not None else self.workload.request(i) for i, r in enumerate(self.requests)
-        ]
-        return RunOutcome(reqs, self.replica_of, end_s, self.ended < len(reqs))
+        for req in self.in_flight_requests.values():  # stopped by the time limit
+            self.records.record(req)
+        return RunOutcome(self.records, end_s, self.ended < len(self.records))
 
 
 def run_simpy(
@@ -166,8 +180,13 @@ def run_simpy(
             if not engine.has_work:
                 wake[engine.replica] = env.event()
                 yield wake[engine.replica]
-            dt, finished = engine.step(env.now)
-            yield env.timeout(dt)
+            durations, finished = engine.advance(env.now, env.peek())
+            if len(durations) == 1:
+                yield env.timeout(durations[0])
+            else:  # a fast-forwarded run: one timeout to its end if now + d can hit it
+                delay = delay_to(env.now, durations)
+                for dt in durations if delay is None else (delay,):
+                    yield env.timeout(dt)
             ended(finished)
             send_s = d.next_send_s()
             if send_s is not None and send_s <= env.now:  # a send due now joins this step
@@ -259,9 +278,15 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
     while d.ended < len(workload) and (until_s is None or now < until_s):
         send_until(now)
         if engine.has_work:
-            dt, finished = engine.step(now)
-            send_until(now + dt)  # sends during the step; this step's finishers still count
-            now += dt
+            horizon = math.inf if until_s is None else until_s
+            if (send_s := d.next_send_s()) is not None:
+                horizon = min(horizon, max(send_s, d.last_free_s))
+            durations, finished = engine.advance(now, horizon)
+            end = now
+            for dt in durations:  # the same sums, in the same order, as the driver above
+                end += dt
+            send_until(end)  # sends during the step; this step's finishers still count
+            now = end
             d.finished(finished, now)
         elif (send_s := d.next_send_s()) is not None:
             now = max(send_s, now)
@@ -270,16 +295,30 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
     return d.outcome(now)
 
 
+def delay_to(now: float, durations) -> float | None:
+    """A delay d with now + d equal in floating point to now + dt_1 + ... + dt_n summed in
+    order, as step-by-step simulation reaches it (simpy adds a delay to now); None when no d
+    hits it exactly (rounding ties can skip a value), and the steps must be waited one by one."""
+    end = now
+    for dt in durations:
+        end += dt
+    d = end - now
+    while now + d < end:
+        d = math.nextafter(d, math.inf)
+    if now + d > end:
+        d = math.nextafter(d, -math.inf)
+    return d if now + d == end else None
+
+
 def check_conservation(outcome: RunOutcome, engines: list[Engine]) -> None:
     """Every request ended exactly once (finished or rejected) unless the clock was stopped,
     and every KV block was returned."""
-    counts = {s: 0 for s in Status}
-    for req in outcome.requests:
-        counts[req.status] += 1
+    counts = outcome.records.counts()
+    total = len(outcome.records)
     if not outcome.stopped_early:
         ended = counts[Status.FINISHED] + counts[Status.REJECTED]
-        if ended != len(outcome.requests):
-            raise RuntimeError(f"conservation violated: {counts} of {len(outcome.requests)}")
+        if ended != total:
+            raise RuntimeError(f"conservation violated: {counts} of {total}")
         for e in engines:
             if e.kv.num_used_blocks != 0 or e.has_work:
                 raise RuntimeError(f"replica {e.replica} ended holding KV blocks or requests")

@@ -1,7 +1,9 @@
 """One replica of a serving engine: scheduler + KV cache + cost model, stepped by a driver.
 
 Engine.step(now) plans a step, prices it, applies its outcome as of now + dt and returns dt;
-it knows nothing of simpy, so a plain loop can drive it as well as the simpy driver. With
+Engine.advance(now, horizon) may instead jump over a run of decode-only steps
+(sim/fast_forward.py). The engine knows nothing of simpy, so a plain loop can drive it as well
+as the simpy driver. With
 pipeline parallelism a step is a micro-batch: start_step plans and prices it, finish_step
 applies it when it leaves the last stage, and up to pp micro-batches are in flight.
 """
@@ -9,6 +11,7 @@ applies it when it leaves the last stage, and up to pp micro-batches are in flig
 from __future__ import annotations
 
 from sim.cost import CostModel, StepCost
+from sim.fast_forward import fast_forward
 from sim.kv_cache import KVCacheManager
 from sim.memory import MemoryPlan
 from sim.metrics import StepLog
@@ -40,6 +43,7 @@ class Engine:
         steps: StepLog,
         replica: int = 0,
         pp: int = 1,
+        fast_forward: bool = True,
     ):
         assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in run.check_parallel
         kv = KVCacheManager(memory.num_blocks, memory.block_size, settings.enable_prefix_caching)
@@ -50,6 +54,8 @@ class Engine:
         self.replica = replica
         self.pp = pp
         self.max_model_len = settings.max_model_len
+        self.fast_forward = fast_forward and pp == 1
+        self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
 
     @property
     def has_work(self) -> bool:
@@ -109,6 +115,17 @@ class Engine:
             len(sched.waiting),
         )
         return finished
+
+    def advance(self, now: float, horizon: float) -> tuple[list[float], list[Request]]:
+        """Run one step from `now`, or, with fast-forward on, a run of decode-only steps that
+        all start before `horizon` (the next event from outside this replica): (the steps'
+        durations, the requests they finished). Both give the same results to the bit."""
+        if self.fast_forward:
+            run = fast_forward(self, now, horizon)
+            if run is not None:
+                return run
+        dt, finished = self.step(now)
+        return [dt], finished
 
     def step(self, now: float) -> tuple[float, list[Request]]:
         """Run one step starting at `now`: (its duration, the requests it finished)."""

@@ -14,7 +14,8 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from sim.request import Request, Status
+from sim.records import STATUSES, RequestRecords, weighted_stats
+from sim.request import Status
 from sim.scheduler import StepPlan
 
 PERCENTILES = (50, 90, 99)
@@ -60,43 +61,65 @@ class StepLog:
         c["num_waiting"].append(waiting)
         c["num_preempted"].append(plan.num_preempted)
 
+    def record_run(
+        self, replica, start_s, duration_s, gpu_s, cpu_s, batch, kv_blocks_used, waiting
+    ) -> None:
+        """Rows for a fast-forwarded run of decode-only steps (arrays, one entry per step)."""
+        n = len(start_s)
+        columns = {
+            "replica": np.full(n, replica),
+            "start_s": start_s,
+            "duration_s": duration_s,
+            "gpu_s": gpu_s,
+            "cpu_s": cpu_s,
+            "prefill_tokens": np.zeros(n),
+            "decode_tokens": np.full(n, batch),
+            "batch_size": np.full(n, batch),
+            "kv_blocks_used": kv_blocks_used,
+            "num_running": np.full(n, batch),
+            "num_waiting": np.full(n, waiting),
+            "num_preempted": np.zeros(n),
+        }
+        for name, values in columns.items():
+            col = self.columns[name]
+            dtype = np.float64 if col.typecode == "d" else np.int64
+            col.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
             {name: np.frombuffer(col, dtype=col.typecode) for name, col in self.columns.items()}
         )
 
 
-def requests_frame(requests: list[Request], replica_of: dict[int, int]) -> pd.DataFrame:
-    def col(attr):
-        return np.array(
-            [np.nan if getattr(r, attr) is None else getattr(r, attr) for r in requests],
-            dtype=np.float64,
-        )
-
+def requests_frame(records: RequestRecords, priority: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per request of the workload, from the run's records."""
+    n = len(records)
+    statuses = np.array([s.value for s in STATUSES], dtype=object)
     df = pd.DataFrame(
         {
-            "request_id": np.array([r.request_id for r in requests], dtype=np.int64),
-            "replica": np.array(
-                [replica_of.get(r.request_id, -1) for r in requests], dtype=np.int64
-            ),
-            "status": [r.status.value for r in requests],
-            "arrival_s": col("arrival_s"),
-            "first_scheduled_s": col("first_scheduled_s"),
-            "first_token_s": col("first_token_s"),
-            "finish_s": col("finish_s"),
-            "prompt_tokens": np.array([r.prompt_len for r in requests], dtype=np.int64),
-            "output_tokens": np.array([r.num_output_tokens for r in requests], dtype=np.int64),
-            "max_output_tokens": np.array([r.max_output_len for r in requests], dtype=np.int64),
-            "cached_tokens": np.array([r.num_cached_tokens or 0 for r in requests], dtype=np.int64),
-            "num_preemptions": np.array([r.num_preemptions for r in requests], dtype=np.int64),
+            "request_id": np.arange(n, dtype=np.int64),
+            "replica": records.replica,
+            "status": statuses[records.status],
+            "arrival_s": records.arrival_s,
+            "first_scheduled_s": records.first_scheduled_s,
+            "first_token_s": records.first_token_s,
+            "finish_s": records.finish_s,
+            "prompt_tokens": np.asarray(records.prompt_len, dtype=np.int64),
+            "output_tokens": records.output_tokens,
+            "max_output_tokens": np.asarray(records.max_output_len, dtype=np.int64),
+            "cached_tokens": records.cached_tokens,
+            "num_preemptions": records.num_preemptions,
         }
     )
     df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
     df["e2el_s"] = df["finish_s"] - df["arrival_s"]
     decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
     df["tpot_s"] = (df["e2el_s"] - df["ttft_s"]) / decode_tokens
-    df["priority"] = np.array([r.priority for r in requests], dtype=np.int64)
-    df["reject_reason"] = [r.reject_reason or "" for r in requests]
+    df["priority"] = np.zeros(n, dtype=np.int64) if priority is None else priority
+    reasons = np.full(n, "", dtype=object)
+    for i, why in records.reject_reason.items():
+        reasons[i] = why
+    df["reject_reason"] = reasons
     return df
 
 
@@ -154,7 +177,7 @@ def full_loop_throughputs(requests: pd.DataFrame, warmup: int) -> dict | None:
     }
 
 
-def bench_summary(requests: pd.DataFrame, itl_gaps_s: np.ndarray) -> dict:
+def bench_summary(requests: pd.DataFrame, itl: tuple[np.ndarray, np.ndarray]) -> dict:
     """The scalar fields of a `vllm bench serve --save-result` file, from a simulated run."""
     done = requests[requests["status"] == Status.FINISHED.value]
     duration = float(done["finish_s"].max() - requests["arrival_s"].min()) if len(done) else 0.0
@@ -176,7 +199,7 @@ def bench_summary(requests: pd.DataFrame, itl_gaps_s: np.ndarray) -> dict:
     }
     out |= _stats("ttft", done["ttft_s"].to_numpy())
     out |= _stats("tpot", done["tpot_s"].dropna().to_numpy())
-    out |= _stats("itl", itl_gaps_s)
+    out |= weighted_stats("itl", *itl, PERCENTILES)  # (distinct gaps, counts)
     out |= _stats("e2el", done["e2el_s"].to_numpy())
     return out
 

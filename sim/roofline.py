@@ -60,6 +60,9 @@ def causal_pairs(q, c, window, chunked) -> np.ndarray:
     attending causally, limited to the last `window` keys, or to its own chunk of `window`
     tokens when `chunked`; window 0 means unlimited."""
     q, c, w = (np.asarray(v, dtype=np.float64) for v in (q, c, window))
+    if w.ndim == 0 and w == 0:  # unlimited: the common case, without the window branches
+        end = c + q
+        return end * (end + 1) / 2 - c * (c + 1) / 2
 
     def upto(x):  # sum over positions 1..x of the keys each attends to
         full = x * (x + 1) / 2
@@ -104,6 +107,8 @@ PREFILL_FEATURES = (
 def decode_keys(ctx, window, chunked) -> np.ndarray:
     """Keys one decode token reads at context `ctx` (plus itself), window-bounded."""
     ctx, w = np.asarray(ctx, dtype=np.float64), np.asarray(window, dtype=np.float64)
+    if w.ndim == 0 and w == 0:
+        return ctx + 1
     ww = np.maximum(w, 1)
     bounded = np.where(chunked, np.mod(ctx, ww) + 1, np.minimum(ctx + 1, ww))
     return np.where(w > 0, bounded, ctx + 1)

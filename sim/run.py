@@ -21,6 +21,7 @@ from sim.metrics import StepLog, bench_summary, full_loop_throughputs, requests_
 from sim.model import ModelSpec
 from sim.model_config import load_model
 from sim.profiles import after_memory, resolve
+from sim.records import merged
 from sim.scheduler import StepPlan
 from sim.settings import EngineSettings
 from sim.workload import Workload, generate
@@ -86,7 +87,15 @@ class Setup:
         cost = self.cost_model()
         par = self.config.parallel
         return [
-            Engine(self.settings, self.memory, cost, steps, replica=k, pp=par.pp)
+            Engine(
+                self.settings,
+                self.memory,
+                cost,
+                steps,
+                replica=k,
+                pp=par.pp,
+                fast_forward=self.config.fast_forward,
+            )
             for k in range(par.dp)
         ]
 
@@ -128,7 +137,12 @@ class RunResult:
     requests: pd.DataFrame
     steps: pd.DataFrame
     summary: dict
-    itl_s: np.ndarray  # every gap between consecutive tokens of a request, pooled
+    itl: tuple[np.ndarray, np.ndarray]  # distinct gaps between a request's tokens, counts
+
+    @property
+    def itl_s(self) -> np.ndarray:
+        """Every gap between consecutive tokens of a measured request, pooled (ascending)."""
+        return np.repeat(*self.itl)
 
 
 def request_lifetime_s(setup: Setup, prompt: int, output: int, batch: int) -> float:
@@ -180,6 +194,8 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         )
     log = StepLog()
     engines = setup.engines(log)
+    for e in engines:
+        e.scheduler.itl.measure_from = workload.warmup
     outcome = run_simpy(
         workload,
         engines,
@@ -189,15 +205,10 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         lockstep=setup.dp_lockstep,
     )
     check_conservation(outcome, engines)
-    requests = requests_frame(outcome.requests, outcome.replica_of)
+    requests = requests_frame(outcome.records, workload.priority)
     steps = log.frame()
-    gaps = np.concatenate([np.frombuffer(e.scheduler.itl_gaps_s) for e in engines])
-    if workload.warmup:  # warm-up requests run but are not measured
-        owner = np.concatenate(
-            [np.frombuffer(e.scheduler.itl_request, dtype=np.int64) for e in engines]
-        )
-        gaps = gaps[owner >= workload.warmup]
-    summary = bench_summary(requests[requests["request_id"] >= workload.warmup], gaps)
+    itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
+    summary = bench_summary(requests[requests["request_id"] >= workload.warmup], itl)
     window = None
     if workload.warmup and workload.concurrency:
         full = full_loop_throughputs(requests, workload.warmup)
@@ -217,13 +228,14 @@ def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
         "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
         **setup.pricing.record(),
         "workload": workload.description,
+        "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
         "wall_time_s": time.perf_counter() - started,
     }
     summary |= _bench_header(cfg, setup, workload)
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
-    return RunResult(setup, workload, requests, steps, summary, gaps)
+    return RunResult(setup, workload, requests, steps, summary, itl)
 
 
 def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:

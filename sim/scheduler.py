@@ -19,11 +19,11 @@ scheduler_teaching.py (Orca, static batching).
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from dataclasses import dataclass
 
 from sim.kv_cache import KVCacheManager
+from sim.records import ItlLog
 from sim.request import Request, Status
 from sim.settings import EngineSettings
 
@@ -63,8 +63,7 @@ class SchedulerBase:
         self.reserve_full_isl = settings.scheduler_reserve_full_isl
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
-        self.itl_gaps_s = array("d")  # every gap between consecutive tokens of a request
-        self.itl_request = array("q")  # ... and the request it belongs to
+        self.itl = ItlLog()  # gaps between consecutive tokens of a request
         self.num_preemptions = 0
         self.priority = settings.policy == "priority"
 
@@ -147,10 +146,11 @@ class SchedulerBase:
         context = []
         num_decode = 0
         for req, n in zip(reqs, new_tokens, strict=True):
-            context.append(req.num_computed_tokens)
+            c = req.num_computed_tokens
+            context.append(c)
             if n == 1 and req.num_output_tokens > 0:
                 num_decode += 1
-            req.num_computed_tokens += n
+            req.num_computed_tokens = c + n
         return StepPlan(
             requests=reqs,
             num_new_tokens=new_tokens,
@@ -159,33 +159,52 @@ class SchedulerBase:
             num_decode_tokens=num_decode,
             num_preempted=num_preempted,
             swap_bytes=swap_bytes,
-            preemptions=tuple(r.num_preemptions for r in reqs),
+            preemptions=tuple([r.num_preemptions for r in reqs]),
         )
 
     def _emit(self, req: Request, end_s: float) -> None:
         req.num_output_tokens += 1
         if req.first_token_s is None:
             req.first_token_s = end_s
-        else:
-            self.itl_gaps_s.append(end_s - req.last_token_s)
-            self.itl_request.append(req.request_id)
+        elif req.request_id >= self.itl.measure_from:
+            self.itl.add([end_s - req.last_token_s])
         req.last_token_s = end_s
 
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
         """Sample a token for each request that caught up; return the requests that finished."""
         finished = []
+        gaps = []
+        measure_from = self.itl.measure_from
         for req, marks in zip(plan.requests, plan.preemptions, strict=True):
-            if req.num_computed_tokens < req.num_tokens or req.num_preemptions != marks:
+            out = req.num_output_tokens
+            if req.num_computed_tokens < req.prompt_len + out or req.num_preemptions != marks:
                 continue  # a partial prefill (no token yet), or preempted since it was planned
-            self._emit(req, end_s)
-            if req.is_finished:
+            out += 1
+            req.num_output_tokens = out
+            if req.first_token_s is None:
+                req.first_token_s = end_s
+            elif req.request_id >= measure_from:
+                gaps.append(end_s - req.last_token_s)
+            req.last_token_s = end_s
+            if out >= req.max_output_len:
                 req.status = Status.FINISHED
                 req.finish_s = end_s
                 self.kv.free(req)
                 finished.append(req)
+        self.itl.add(gaps)
         if finished:
             self.running = [r for r in self.running if r.status is Status.RUNNING]
         return finished
+
+    # ---- fast-forward (sim/fast_forward.py) -------------------------------------------------
+    def decode_run(self) -> bool:
+        """Whether the next step, by this family's rules, decodes one token of every running
+        request and does nothing else, and would keep doing so while no request arrives,
+        finishes or lacks a block. Families that cannot say keep the default: never."""
+        return False
+
+    def advance_decode_state(self, num_steps: int) -> None:
+        """Apply what `num_steps` such steps change in the family's own state."""
 
     def check_invariants(self) -> None:
         self.kv.check_invariants()
@@ -208,26 +227,46 @@ class VllmV1Scheduler(SchedulerBase):
         reqs: list[Request] = []
         new_tokens: list[int] = []
         preempted_before = self.num_preemptions
+        threshold = self.long_prefill_token_threshold
+        kv = self.kv
+        block_size, held, caching = kv.block_size, kv.req_blocks, kv.enable_caching
+        running = self.running
         i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = self._chunk(req.num_tokens - req.num_computed_tokens, budget)
+        while i < len(running) and budget > 0:
+            req = running[i]
+            c = req.num_computed_tokens
+            n = req.prompt_len + req.num_output_tokens - c
+            if 0 < threshold < n:
+                n = threshold
+            if n > budget:
+                n = budget
             if n == 0:  # its last tokens are still in flight (pipeline parallelism)
                 i += 1
                 continue
-            ok, returned = self._allocate_or_preempt(req, n, reqs, new_tokens)
-            budget += returned
-            if not ok:
-                break  # req preempted itself: nothing after it can run either
+            end = c + n
+            if end > len(held[req.request_id]) * block_size or (
+                caching and end // block_size > c // block_size
+            ):  # a new block, or a block to cache: the pool's full path
+                ok, returned = self._allocate_or_preempt(req, n, reqs, new_tokens)
+                budget += returned
+                if not ok:
+                    break  # req preempted itself: nothing after it can run either
             reqs.append(req)
             new_tokens.append(n)
             budget -= n
             # fcfs victims come from the back, so req keeps its index; priority ones may not
-            i = self.running.index(req) + 1 if self.priority else i + 1
+            i = running.index(req) + 1 if self.priority else i + 1
         num_preempted = self.num_preemptions - preempted_before
         if num_preempted == 0:
             self._admit_waiting(now, budget, reqs, new_tokens)
         return self._plan(reqs, new_tokens, num_preempted)
+
+    def decode_run(self) -> bool:
+        batch = len(self.running)
+        if batch > self.max_num_batched_tokens:
+            return False  # the budget would cut the batch
+        # waiting requests are admitted only with a sequence slot and budget left
+        return not self.waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
 
     def _allocate_or_preempt(
         self, req: Request, n: int, reqs: list, new_tokens: list

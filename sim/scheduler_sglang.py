@@ -164,6 +164,18 @@ class SglangScheduler(SchedulerBase):
                 raise RuntimeError(f"request {req.request_id}: no block after retraction")
         return self._plan(batch, [1] * len(batch), retracted)
 
+    def decode_run(self) -> bool:
+        if self.chunked is not None:
+            return False
+        full = self.batch_is_full or len(self.running) >= self.max_num_seqs
+        return not self.waiting or full  # no prefill can start: every step decodes
+
+    def advance_decode_state(self, num_steps: int) -> None:
+        if self.waiting and len(self.running) >= self.max_num_seqs:
+            self.batch_is_full = True  # what the first step's admission attempt records
+        for _ in range(num_steps):  # each decode step without retraction decays the ratio
+            self.new_token_ratio = max(self.new_token_ratio - self.decay, self.min_ratio)
+
     def _fits(self, batch: list[Request], steps: int) -> bool:
         """Whether the pool can hold `steps` more tokens of every request in `batch`."""
         need = sum(

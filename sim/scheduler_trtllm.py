@@ -77,6 +77,12 @@ class TrtllmScheduler(SchedulerBase):
             self._admit(now, budget, reqs, new_tokens)
         return self._plan(reqs, new_tokens, self.num_preemptions - before)
 
+    def decode_run(self) -> bool:
+        batch = len(self.running)
+        if batch > self.max_num_batched_tokens:
+            return False
+        return not self.waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
+
     def _admit(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
         outstanding = self._outstanding_blocks() if self.no_evict else 0
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:

@@ -70,6 +70,25 @@ class VllmV0Scheduler(SchedulerBase):
             self.window_left = self.num_scheduler_steps - 1
         return self._plan(reqs, new_tokens, self.num_preemptions - before, swap_bytes)
 
+    def decode_run(self) -> bool:
+        if self.priority:  # what the next schedule does first anyway
+            self.running.sort(key=self._rank)
+        # nothing to admit or swap in, and the budget covers one token of every request
+        return (
+            not self.waiting
+            and not self.swapped
+            and (len(self.running) <= self.max_num_batched_tokens)
+        )
+
+    def advance_decode_state(self, num_steps: int) -> None:
+        if self.enable_chunked_prefill:
+            return  # decode windows are for prefill-first scheduling
+        for _ in range(num_steps):  # a window's steps, then a full schedule opening the next
+            if self.window_left > 0:
+                self.window_left -= 1
+            elif self.num_scheduler_steps > 1:
+                self.window_left = self.num_scheduler_steps - 1
+
     def _running(self, reqs: list, new_tokens: list, chunked: bool) -> int:
         """Schedule running requests in order; when blocks run out, preempt from the back of
         the queue (possibly the request itself). Returns the bytes swapped out."""

@@ -12,7 +12,7 @@ a linear extrapolation in log space, which can grow without bound.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,7 @@ class Surface:
     knots: tuple[np.ndarray, ...]  # increasing, at least one knot per feature
     coef: np.ndarray  # shape = tuple(len(k) for k in knots)
     bounds: tuple[tuple[float, float], ...] | None = None  # per feature: the data's range
+    cells: tuple | None = field(default=None, compare=False, repr=False)  # see _cells
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -42,25 +43,18 @@ class Surface:
     def _index_weights(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each row, the flat coefficient indices of its grid cell's corners and their
         multilinear weights (n x corners each); features with one knot are constant."""
-        strides = np.array([int(np.prod(self.shape[d + 1 :])) for d in range(len(self.shape))])
+        cells, offsets, bits = _cells(self)
         base = np.zeros(len(x), dtype=np.int64)
-        live, fracs = [], []
-        for d, k in enumerate(self.knots):
-            if len(k) == 1:
-                continue
-            lo, hi = self.bounds[d] if self.bounds else (k[0], k[-1])
-            v = np.clip(x[:, d], max(lo, k[0]), min(hi, k[-1]))
-            i = np.clip(np.searchsorted(k, v, side="right") - 1, 0, len(k) - 2)
-            base += i * strides[d]
-            live.append(d)
-            fracs.append((v - k[i]) / (k[i + 1] - k[i]))
-        if not live:
+        if not cells:
             return base[:, None], np.ones((len(x), 1))
-        bits = (np.arange(2 ** len(live))[:, None] >> np.arange(len(live))[None, :]) & 1
-        index = base[:, None] + bits @ strides[live]
-        f = np.stack(fracs, 1)[:, None, :]  # n x 1 x live
-        weight = np.prod(np.where(bits[None, :, :] == 1, f, 1 - f), axis=2)
-        return index, weight
+        weight = np.ones((len(x), len(offsets)))
+        for j, (d, k, lo, hi, stride, last) in enumerate(cells):
+            v = np.minimum(np.maximum(x[:, d], lo), hi)
+            i = np.minimum(np.maximum(k.searchsorted(v, side="right") - 1, 0), last)
+            base += i * stride
+            f = ((v - k[i]) / (k[i + 1] - k[i]))[:, None]
+            weight *= np.where(bits[:, j] == 1, f, 1 - f)
+        return base[:, None] + offsets, weight
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Values at the rows of x (n x features)."""
@@ -123,6 +117,25 @@ class Surface:
         if bounds is not None:
             bounds = tuple((float(lo), float(hi)) for lo, hi in bounds)
         return cls(tuple(data["features"]), knots, coef.reshape(shape), bounds)
+
+
+def _cells(surface: Surface) -> tuple[list, np.ndarray, np.ndarray]:
+    """Per feature with two or more knots: (column, knots, clamp low, clamp high, stride,
+    last cell), with the corner offsets of a cell and which corner takes the upper knot;
+    worked out on first use and kept on the surface."""
+    if surface.cells is not None:
+        return surface.cells
+    shape = surface.shape
+    strides = [int(np.prod(shape[d + 1 :])) for d in range(len(shape))]
+    cells = []
+    for d, k in enumerate(surface.knots):
+        if len(k) > 1:
+            lo, hi = surface.bounds[d] if surface.bounds else (k[0], k[-1])
+            cells.append((d, k, max(lo, k[0]), min(hi, k[-1]), strides[d], len(k) - 2))
+    bits = (np.arange(2 ** len(cells))[:, None] >> np.arange(len(cells))[None, :]) & 1
+    offsets = bits @ np.array([c[4] for c in cells], dtype=np.int64)
+    object.__setattr__(surface, "cells", (cells, offsets, bits))
+    return surface.cells
 
 
 def data_bounds(x: np.ndarray, *others: tuple | None) -> tuple[tuple[float, float], ...]:

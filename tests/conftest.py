@@ -75,13 +75,13 @@ def run_plain(cfg: SimConfig, check_every_step: bool = False):
     setup = Setup.from_config(cfg)
     workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
     (engine,) = setup.engines(StepLog())
-    if check_every_step:
-        step = engine.step
+    if check_every_step:  # after every step, or every fast-forwarded run of steps
+        advance = engine.advance
 
-        def checked(now):
-            out = step(now)
+        def checked(now, horizon):
+            out = advance(now, horizon)
             engine.scheduler.check_invariants()
             return out
 
-        engine.step = checked
+        engine.advance = checked
     return run_loop(workload, engine), engine, workload

@@ -82,25 +82,27 @@ def test_invariants_hold_for_every_family(
     sched = engine.scheduler
     limit = engine.cost.settings.max_num_batched_tokens
     seen_finished: list[int] = []
-    step = engine.step
+    advance = engine.advance
 
-    def checked_step(now):
+    def checked_advance(now, horizon):  # one step, or a fast-forwarded run of them
         waiting_before = [r.request_id for r in sched.waiting]
-        dt, finished = step(now)
-        c = engine.steps.columns
+        rows = len(engine.steps)
+        durations, finished = advance(now, horizon)
+        frame = engine.steps.frame().iloc[rows:]
+        assert len(frame) == len(durations)
         if within_budget:
-            assert c["prefill_tokens"][-1] + c["decode_tokens"][-1] <= limit
-        assert c["batch_size"][-1] <= engine.cost.settings.max_num_seqs
-        assert dt > 0
+            assert ((frame["prefill_tokens"] + frame["decode_tokens"]) <= limit).all()
+        assert (frame["batch_size"] <= engine.cost.settings.max_num_seqs).all()
+        assert min(durations) > 0
         sched.check_invariants()
         seen_finished.extend(r.request_id for r in finished)
         if in_order:  # admissions from the waiting queue keep its order
             left = {r.request_id for r in sched.waiting}
             admitted = [rid for rid in waiting_before if rid not in left]
             assert admitted == waiting_before[: len(admitted)]
-        return dt, finished
+        return durations, finished
 
-    engine.step = checked_step
+    engine.advance = checked_advance
     outcome = run_loop(workload, engine)
     check_conservation(outcome, [engine])
     assert sorted(seen_finished) == sorted(

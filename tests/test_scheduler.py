@@ -64,16 +64,18 @@ def test_properties_under_pressure(
     workload = generate(cfg.workload, np.random.default_rng(seed))
     sched = engine.scheduler
     seen_finished: list[int] = []
-    step = engine.step
+    advance = engine.advance
 
-    def checked_step(now):
+    def checked_advance(now, horizon):  # one step, or a fast-forwarded run of them
         waiting_before = [r.request_id for r in sched.waiting]
-        dt, finished = step(now)
-        plan_rows = engine.steps.columns
-        tokens = plan_rows["prefill_tokens"][-1] + plan_rows["decode_tokens"][-1]
-        assert tokens <= engine.cost.settings.max_num_batched_tokens  # budget never exceeded
-        assert plan_rows["batch_size"][-1] <= max_num_seqs
-        assert dt > 0
+        rows = len(engine.steps)
+        durations, finished = advance(now, horizon)
+        frame = engine.steps.frame().iloc[rows:]
+        assert len(frame) == len(durations)
+        tokens = frame["prefill_tokens"] + frame["decode_tokens"]
+        assert (tokens <= engine.cost.settings.max_num_batched_tokens).all()  # budget kept
+        assert (frame["batch_size"] <= max_num_seqs).all()
+        assert min(durations) > 0
         sched.check_invariants()
         seen_finished.extend(r.request_id for r in finished)
         # admissions from the waiting queue keep its order (FCFS)
@@ -81,9 +83,9 @@ def test_properties_under_pressure(
             rid for rid in waiting_before if rid not in {r.request_id for r in sched.waiting}
         ]
         assert admitted == waiting_before[: len(admitted)]
-        return dt, finished
+        return durations, finished
 
-    engine.step = checked_step
+    engine.advance = checked_advance
     outcome = run_loop(workload, engine)
     check_conservation(outcome, [engine])
     finished = [r for r in outcome.requests if r.status is Status.FINISHED]

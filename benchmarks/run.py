@@ -1,0 +1,246 @@
+"""Speed and memory benchmarks of the simulator: `python benchmarks/run.py [--only NAME]
+[--json PATH]`.
+
+Each workload runs in a fresh process (so its peak RSS is its own) and reports wall time, peak
+RSS, simulated steps, µs of wall time per simulated step and simulated seconds per wall second:
+
+  yardstick  the work Vidur was timed on: the 19,366 requests of the Azure 2023 conversation
+             trace (prompt + output clipped to 4,096 tokens as Vidur clips them), Poisson 6 req/s,
+             no prefix caching (Vidur models none),
+             Llama-2-7B on one H100, max_num_batched_tokens=512, max_num_seqs=128 (vLLM V1)
+  saturated  100,000 chat requests (the default lognormal mix) at 25 req/s, above what one H100
+             serves for Llama-3.1-8B with max_num_seqs=256, so ~256 run at once
+  long       one 1,048,576-token prompt on Llama-3.1-8B (context extended) on 8 x H200, TP8,
+             with 200 chat requests arriving while it is served
+  sweep      64 configurations (max_num_batched_tokens x max_num_seqs x rate) of the yardstick's
+             first 2,000 requests through Hydra's multirun with the joblib launcher (every core)
+
+yardstick and sweep read the Azure trace from ../shared/data (they say so and are skipped when
+it is absent); the others need nothing outside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sim.paths import MODEL_CATALOG_DIR, SHARED_DATA_DIR  # noqa: E402
+
+AZURE_CONV = SHARED_DATA_DIR / "vidur" / "processed_traces" / "splitwise_conv.csv"
+MAX_TOKENS = 4096  # Vidur's clip of prompt + output
+NAMES = ("yardstick", "saturated", "long", "sweep")
+SWEEP = {
+    "engine_args.max_num_batched_tokens": "256,512,1024,2048",
+    "engine_args.max_num_seqs": "32,64,128,256",
+    "workload.rate": "4,6,8,10",
+}
+
+
+def azure_lengths(work: Path, num: int | None = None) -> Path:
+    """The conversation trace's lengths, prompt + output clipped to MAX_TOKENS by taking the
+    excess from both in proportion (as Vidur's trace length generator does)."""
+    if not AZURE_CONV.is_file():
+        raise FileNotFoundError(f"needs {AZURE_CONV} (the shared data folder)")
+    df = pd.read_csv(AZURE_CONV)
+    prompt = df["num_prefill_tokens"].to_numpy(dtype=np.int64)
+    output = df["num_decode_tokens"].to_numpy(dtype=np.int64)
+    total = prompt + output
+    excess = np.clip(total - MAX_TOKENS, 0, None)
+    prompt = prompt - np.ceil(excess * prompt / total).astype(np.int64)
+    output = output - np.ceil(excess * output / total).astype(np.int64)
+    out = pd.DataFrame({"num_prefill_tokens": prompt, "num_decode_tokens": output})
+    path = work / "azure_conv_lengths.csv"
+    out.iloc[:num].to_csv(path, index=False)
+    return path
+
+
+def yardstick_config(work: Path, num: int | None = None) -> dict:
+    lengths = azure_lengths(work, num)
+    return {
+        "model": "llama-2-7b-hf",
+        "hardware": "h100-sxm",
+        "engine": "vllm",
+        # Vidur models no prefix cache, and the trace shares no content: caching off
+        "engine_args": {
+            "max_num_batched_tokens": 512,
+            "max_num_seqs": 128,
+            "enable_prefix_caching": False,
+        },
+        "workload": {
+            "kind": "poisson",
+            "rate": 6.0,
+            "num_requests": num or len(pd.read_csv(lengths)),
+            "lengths": str(lengths),
+        },
+    }
+
+
+def saturated_config(work: Path) -> dict:
+    return {
+        "model": "llama-3.1-8b",
+        "hardware": "h100-sxm",
+        "engine": "vllm",
+        "engine_args": {"max_num_seqs": 256},
+        "workload": {"kind": "poisson", "rate": 25.0, "num_requests": 100_000},
+    }
+
+
+def long_config(work: Path) -> dict:
+    """One 1M-token prompt at t=0 and 200 chat requests (lognormal, Poisson 2 req/s)."""
+    cfg = json.loads((MODEL_CATALOG_DIR / "llama-3.1-8b.json").read_text())
+    cfg["max_position_embeddings"] = 1_048_576 + 4096  # context extended, as with hf-overrides
+    model = work / "llama-3.1-8b-1m.json"
+    model.write_text(json.dumps(cfg))
+    rng = np.random.default_rng(0)
+    n = 200
+    arrival = np.concatenate(([0.0], 0.5 + np.cumsum(rng.exponential(0.5, n))))
+    prompt = np.concatenate(([1_048_576], np.clip(rng.lognormal(6.6, 0.99, n), 1, 16000)))
+    output = np.concatenate(([256], np.clip(rng.lognormal(5.0, 0.86, n), 1, 3000)))
+    trace = work / "long_trace.csv"
+    pd.DataFrame(
+        {
+            "arrived_at": arrival,
+            "num_prefill_tokens": prompt.astype(np.int64),
+            "num_decode_tokens": output.astype(np.int64),
+        }
+    ).to_csv(trace, index=False)
+    return {
+        "model": str(model),
+        "hardware": "h200",
+        "engine": "vllm",
+        "parallel": {"tp": 8},
+        "engine_args": {"max_model_len": 1_048_576 + 4096},
+        "workload": {"kind": "trace", "path": str(trace)},
+    }
+
+
+CONFIGS = {"yardstick": yardstick_config, "saturated": saturated_config, "long": long_config}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process and of its finished children (Linux: KiB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024
+
+
+def run_one(name: str, work: Path) -> dict:
+    """Simulate one workload in this process, outputs off (the simulation alone is timed)."""
+    from sim.config import SimConfig
+    from sim.run import simulate
+
+    data = CONFIGS[name](work) | {"output": {"report": False, "progress": False}}
+    cfg = SimConfig.from_mapping(data)
+    started = time.perf_counter()
+    result = simulate(cfg)
+    wall = time.perf_counter() - started
+    sim = result.summary["sim"]
+    return _figures(wall, sim["steps"], sim["sim_time_s"]) | {
+        "requests": sim["requests"],
+        "finished": sim["finished"],
+    }
+
+
+def run_sweep(work: Path) -> dict:
+    """64 runs through `python -m sim -m` with the joblib launcher; steps summed over runs."""
+    cfg = yardstick_config(work, 2000)
+    sweep_dir = work / "sweep"
+    cmd = [
+        sys.executable,
+        "-m",
+        "sim",
+        "-m",
+        "hydra/launcher=joblib",
+        f"hydra.launcher.n_jobs={os.cpu_count()}",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"model={cfg['model']}",
+        f"hardware={cfg['hardware']}",
+        f"workload.lengths={cfg['workload']['lengths']}",
+        "engine_args.enable_prefix_caching=false",
+        "workload.num_requests=2000",
+        "output.report=false",
+        "output.progress=false",
+        *(f"{key}={values}" for key, values in SWEEP.items()),
+    ]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
+    if len(summaries) != 64:
+        raise RuntimeError(f"sweep wrote {len(summaries)} summaries, expected 64")
+    steps = sum(s["sim"]["steps"] for s in summaries)
+    sim_s = sum(s["sim"]["sim_time_s"] for s in summaries)
+    return _figures(wall, steps, sim_s) | {"runs": len(summaries), "jobs": os.cpu_count()}
+
+
+def _figures(wall: float, steps: int, sim_s: float) -> dict:
+    return {
+        "wall_s": round(wall, 3),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "steps": int(steps),
+        "us_per_step": round(wall / max(steps, 1) * 1e6, 2),
+        "sim_s_per_wall_s": round(sim_s / wall, 1),
+    }
+
+
+def worker(name: str) -> None:
+    with tempfile.TemporaryDirectory(prefix=f"sim-bench-{name}-") as tmp:
+        work = Path(tmp)
+        try:
+            out = run_sweep(work) if name == "sweep" else run_one(name, work)
+        except FileNotFoundError as exc:
+            out = {"skipped": str(exc)}
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=NAMES, action="append", help="run just this one")
+    parser.add_argument("--json", type=Path, help="write {name: figures} here")
+    parser.add_argument("--worker", choices=NAMES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    results = {}
+    print(
+        f"{'benchmark':<10} {'wall s':>8} {'peak RSS MB':>12} {'steps':>10} "
+        f"{'µs/step':>9} {'sim s/wall s':>13}"
+    )
+    for name in args.only or NAMES:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", name], capture_output=True, text=True
+        )
+        if proc.returncode:
+            sys.stderr.write(proc.stderr)
+            raise SystemExit(f"benchmark {name} failed (exit {proc.returncode})")
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[name] = out
+        if "skipped" in out:
+            print(f"{name:<10} skipped: {out['skipped']}")
+            continue
+        print(
+            f"{name:<10} {out['wall_s']:>8.2f} {out['peak_rss_mb']:>12.0f} {out['steps']:>10,d} "
+            f"{out['us_per_step']:>9.1f} {out['sim_s_per_wall_s']:>13.1f}",
+            flush=True,
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""A per-sequence cost as a function of context length, tabulated lazily in fixed pages.
+
+A decode step prices every sequence's attention from its context alone (given the batch's
+size), so the cost model looks each context up instead of pricing the batch afresh. Every
+value is computed once, in a call of exactly PAGE_TOKENS contexts, so it does not depend on
+which batch asked first or on the length of any array: the same context always gives the
+same bits, whether a step is simulated alone or as part of a fast-forwarded run of steps.
+
+    contexts   0 ........ DENSE_TOKENS ........................ 1M
+    storage    [ dense array, grown page by page ] [ sparse pages, on demand ]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+PAGE_TOKENS = 1024
+DENSE_TOKENS = 1 << 16  # contexts below this live in one array; above, pages in a dict
+
+
+class ContextTable:
+    def __init__(self, per_sequence: Callable[[np.ndarray], np.ndarray]):
+        self.per_sequence = per_sequence  # contexts (int64 array) -> seconds (float64 array)
+        self.dense = np.zeros(0)
+        self.pages: dict[int, np.ndarray] = {}
+
+    def _page(self, index: int) -> np.ndarray:
+        start = index * PAGE_TOKENS
+        contexts = np.arange(start, start + PAGE_TOKENS, dtype=np.int64)
+        return np.asarray(self.per_sequence(contexts), dtype=np.float64)
+
+    def _grow(self, top: int) -> None:
+        have = len(self.dense) // PAGE_TOKENS
+        need = min(top, DENSE_TOKENS - 1) // PAGE_TOKENS + 1
+        if need > have:
+            self.dense = np.concatenate([self.dense, *(self._page(p) for p in range(have, need))])
+
+    def __call__(self, contexts: np.ndarray) -> np.ndarray:
+        """Seconds per sequence at each context (any shape of non-negative int64)."""
+        if contexts.size == 0:
+            return np.zeros(contexts.shape)
+        top = int(contexts.max())
+        if top >= len(self.dense):
+            self._grow(top)
+        if top < DENSE_TOKENS:
+            return self.dense[contexts]
+        out = np.empty(contexts.shape)
+        small = contexts < DENSE_TOKENS
+        out[small] = self.dense[contexts[small]]
+        big = contexts[~small]
+        values = np.empty(big.shape)
+        page_of = big // PAGE_TOKENS
+        for p in np.unique(page_of).tolist():
+            if p not in self.pages:
+                self.pages[p] = self._page(p)
+            sel = page_of == p
+            values[sel] = self.pages[p][big[sel] - p * PAGE_TOKENS]
+        out[~small] = values
+        return out

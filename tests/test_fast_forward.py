@@ -1,0 +1,86 @@
+"""Fast-forward changes nothing: step-by-step and fast-forwarded runs write the same bytes.
+
+Each case runs the whole command path twice, with fast_forward=false and true, and compares
+every output file; summary.json may differ only in the wall time, the config's fast_forward
+flag and the count of fast-forwarded steps. Each case must also really fast-forward, or the
+comparison would prove nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.config import SimConfig
+from sim.driver import run_loop
+from sim.metrics import StepLog
+from sim.run import Setup
+from sim.workload import generate
+from tests.conftest import RUN_FILES
+from tests.test_determinism import _run
+
+CASES = {
+    "vllm-v1-poisson": [],
+    "vllm-v1-prefix-sharing": ["scenario=prefix_sharing"],
+    "vllm-v1-closed-loop-warmup": [
+        "workload=closed_loop",
+        "workload.concurrency=24",
+        "workload.warmup_requests=20",
+    ],
+    "vllm-v1-time-limit": ["max_sim_time_s=4"],
+    "vllm-v1-short-of-blocks": [
+        "engine_args.num_gpu_blocks_override=600",
+        "engine_args.max_model_len=8192",
+        "workload.rate=40",
+    ],
+    "vllm-v1-two-replicas": ["parallel.dp=2"],
+    "vllm-v1-priority": ["engine_args.scheduling_policy=priority", "workload.priority_levels=3"],
+    "vllm-v0": ["engine=vllm@0.6.6"],
+    "vllm-v0-multi-step": ["engine=vllm@0.6.6", "engine_args.num_scheduler_steps=8"],
+    "sglang": ["engine=sglang"],
+    "sglang-batch-full": ["engine=sglang", "engine_args.max_running_requests=8"],
+    "trtllm": ["engine=trtllm"],
+    "orca": ["engine=orca"],
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fast_forward_gives_the_same_bytes(name, tmp_path, monkeypatch):
+    common = ["output.report=true", "workload.num_requests=120", *CASES[name]]
+    step = _run(tmp_path, "step", monkeypatch, *common, "fast_forward=false")
+    jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")
+    for file in RUN_FILES[1:]:
+        assert (step / file).read_bytes() == (jump / file).read_bytes(), file
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (step, jump))
+    assert a["sim"]["fast_forwarded_steps"] == 0
+    assert b["sim"]["fast_forwarded_steps"] > 0, "nothing was fast-forwarded"
+    for s in (a, b):
+        for key in ("wall_time_s", "fast_forwarded_steps"):
+            s["sim"].pop(key)
+        s["config"].pop("fast_forward")
+    assert a == b
+
+
+def test_plain_loop_fast_forwards_the_same():
+    """The plain-loop driver (no simpy) gives the same requests and steps both ways."""
+    frames = []
+    for ff in (False, True):
+        cfg = SimConfig.from_mapping(
+            {
+                "cost_profile": "prior",
+                "fast_forward": ff,
+                "workload": {"num_requests": 80, "rate": 10.0, "input_len": 300},
+            }
+        )
+        setup = Setup.from_config(cfg)
+        log = StepLog()
+        engine = setup.engines(log)[0]
+        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
+        frames.append((outcome.records, log.frame(), engine.num_fast_forwarded_steps))
+    (ra, sa, na), (rb, sb, nb) = frames
+    assert na == 0 and nb > 0
+    assert sa.equals(sb)
+    for field in ("finish_s", "first_token_s", "output_tokens", "status"):
+        assert (getattr(ra, field).tobytes()) == getattr(rb, field).tobytes(), field
