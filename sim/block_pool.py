@@ -52,10 +52,12 @@ class BlockPool:
         """Pop `n` blocks from the head of the free queue, evicting their cached hashes."""
         if n > len(self.free_queue):
             raise ValueError(f"asked for {n} blocks, {len(self.free_queue)} free")
+        pop = self.free_queue.popitem
         out = []
         for _ in range(n):
-            _, block = self.free_queue.popitem(last=False)
-            self._evict(block)
+            block = pop(last=False)[1]
+            if block.block_hash is not None:
+                self._evict(block)
             block.ref_cnt = 1
             out.append(block)
         return out
@@ -69,10 +71,11 @@ class BlockPool:
 
     def free_blocks(self, ordered: list[Block]) -> None:
         """Drop a reference; idle blocks join the queue's tail in the order given."""
+        queue = self.free_queue
         for block in ordered:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                self.free_queue[block.block_id] = block
+                queue[block.block_id] = block
 
     def cache_full_block(self, block: Block, block_hash: int) -> None:
         block.block_hash = block_hash

@@ -29,7 +29,6 @@ plus an activation send. Kernels are priced by the GPU's calibrated profile wher
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -153,6 +152,8 @@ class CostModel:
         self._memo: dict[int, tuple[float, float, float, float]] = {}  # by token count
         self._lm_head: dict[int, float] = {}  # by batch size
         self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_attention
+        self._decode_base: dict[int, StepCost] = {}  # see decode_run
+        self._decode_info: list | None = None  # see _decode_terms
         self._tables: dict[tuple[int, int, bool], ContextTable] = {}
         self._floors: dict[tuple[str, AttentionShape], float] = {}
 
@@ -252,17 +253,17 @@ class CostModel:
 
     def _prefill_chunks(self, index: int, shape, pre_q: np.ndarray, pre_c: np.ndarray) -> float:
         """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
-        after c cached, beside n - 1 other chunks) priced once and remembered."""
+        after c cached, beside n - 1 other chunks) priced alone, once, and remembered."""
         n = len(pre_q)
         memo = self._prefill
-        keys = [(index, q, c, n) for q, c in zip(pre_q.tolist(), pre_c.tolist(), strict=True)]
-        missing = [k for k in keys if k not in memo]
-        if missing:
-            q = np.array([k[1] for k in missing], dtype=np.int64)
-            c = np.array([k[2] for k in missing], dtype=np.int64)
-            values = self.pricer.prefill_s(q, c, n, shape).tolist()
-            memo.update(zip(missing, values, strict=True))
-        return math.fsum(memo[k] for k in keys)
+        total = 0.0
+        for q, c in zip(pre_q.tolist(), pre_c.tolist(), strict=True):
+            key = (index, q, c, n)
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = self.pricer.prefill_chunk_s(q, c, n, shape)
+            total += value
+        return total
 
     def _linear_terms(self) -> tuple[float, float]:
         """(FLOPs per token, state bytes per sequence) of a linear-attention layer on one GPU."""
@@ -308,18 +309,34 @@ class CostModel:
         total = np.zeros(steps)
         if num_seqs == 0:
             return total
-        for index, term in enumerate(self.terms):
-            layer = term.layer
-            if layer.attention is Attention.LINEAR:
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
                 flops, state = self._linear_terms()
                 dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
             else:
                 # sequential row sums: np.sum's order depends on the array's shape
-                dec = np.cumsum(self._table(index, num_seqs, mixed)(contexts), axis=1)[:, -1]
-                if layer.attention is not Attention.MLA and not mixed:
-                    dec = dec + self._floor("attention_decode", self.shapes[id(layer)])
-            total += term.count * dec
+                per_seq = self._table(index, num_seqs, mixed)(contexts)
+                dec = np.cumsum(per_seq, axis=1)[:, -1]
+                if floor is not None and not mixed:
+                    dec = dec + floor
+            total += count * dec
         return total
+
+    def _decode_terms(self) -> list[tuple[int, int, Attention, float | None]]:
+        """Per layer kind: (index, layer count, attention, decode launch floor or None)."""
+        if self._decode_info is None:
+            self._decode_info = [
+                (
+                    index,
+                    term.count,
+                    term.layer.attention,
+                    None
+                    if term.layer.attention in (Attention.LINEAR, Attention.MLA)
+                    else self._floor("attention_decode", self.shapes[id(term.layer)]),
+                )
+                for index, term in enumerate(self.terms)
+            ]
+        return self._decode_info
 
     def step_cost(self, plan: StepPlan) -> StepCost:
         q = np.asarray(plan.num_new_tokens, dtype=np.int64)
@@ -439,9 +456,13 @@ class CostModel:
         """(gpu_s, cpu_s, total_s) per step of a run of decode-only steps, row k of `contexts`
         holding step k's contexts: the same sums, in the same order, as step_cost of each
         step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
-        first = self.cost(np.zeros(0, np.int64), np.zeros(0, np.int64), contexts[0])
+        batch = contexts.shape[1]
+        c = self._decode_base.get(batch)
+        if c is None:  # everything but the attention depends on the batch size alone
+            c = self._decode_base[batch] = self.cost(
+                np.zeros(0, np.int64), np.zeros(0, np.int64), contexts[0]
+            )
         decode = self.decode_attention(contexts, False)
-        c = first
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
         total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s

@@ -40,64 +40,71 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
     run of MIN_RUN_STEPS steps is possible."""
     sched = engine.scheduler
     running = sched.running
-    if not running or horizon <= now or not sched.decode_run():
+    if not running or horizon <= now:
         return None
-    batch = len(running)
-    computed = np.fromiter((r.num_computed_tokens for r in running), np.int64, batch)
-    outputs = np.fromiter((r.num_output_tokens for r in running), np.int64, batch)
-    prompts = np.fromiter((r.prompt_len for r in running), np.int64, batch)
-    if outputs.min() < 1 or not np.array_equal(prompts + outputs - computed, np.ones(batch)):
-        return None  # a prefill (or a chunk of one) is still in the batch
-    limits = np.fromiter((r.max_output_len for r in running), np.int64, batch)
-    steps = min(int((limits - outputs).min()), MAX_RUN_STEPS)  # up to the first finish
-    if steps < MIN_RUN_STEPS:
+    newest = running[-1]  # a prefill in progress is usually the newest request's
+    if newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1:
         return None
-    first_dt = engine.cost.decode_run(computed.reshape(1, -1))[2][0]
-    if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
-        steps = min(steps, int((horizon - now) / first_dt) + 2)
+    if not sched.decode_run():
+        return None
     kv = engine.kv
-    block_size = kv.block_size
-    held = np.fromiter((len(kv.req_blocks[r.request_id]) for r in running), np.int64, batch)
-    events, new_per_step = _block_events(computed, held, block_size, steps, kv.enable_caching)
-    room = np.cumsum(new_per_step) <= kv.num_free_blocks
-    steps = min(steps, int(np.argmin(room)) if not room.all() else steps)
+    held_blocks = kv.req_blocks
+    computed, outputs, held = [], [], []
+    steps = MAX_RUN_STEPS
+    for r in running:
+        c, out = r.num_computed_tokens, r.num_output_tokens
+        if out < 1 or r.prompt_len + out - c != 1:
+            return None  # a prefill (or a chunk of one) is still in the batch
+        steps = min(steps, r.max_output_len - out)  # up to the first finish
+        computed.append(c)
+        outputs.append(out)
+        held.append(len(held_blocks[r.request_id]))
     if steps < MIN_RUN_STEPS:
         return None
-    contexts = computed[None, :] + np.arange(steps, dtype=np.int64)[:, None]
+    first = np.array(computed, dtype=np.int64)
+    if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
+        first_dt = float(engine.cost.decode_run(first[None, :])[2][0])
+        steps = min(steps, int((horizon - now) / first_dt) + 2)
+    events, new_per_step = _block_events(computed, held, kv.block_size, steps, kv.enable_caching)
+    taken = 0
+    for k in range(1, steps + 1):  # no step may need more blocks than are free
+        taken += new_per_step[k]
+        if taken > kv.num_free_blocks:
+            steps = k - 1
+            break
+    if steps < MIN_RUN_STEPS:
+        return None
+    contexts = first[None, :] + np.arange(steps, dtype=np.int64)[:, None]
     gpu_s, cpu_s, total_s = engine.cost.decode_run(contexts)
     ends = np.cumsum(np.concatenate(([now], total_s)))
     steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
     if steps < MIN_RUN_STEPS:
         return None
-    used = kv.num_used_blocks + np.cumsum(new_per_step[: steps - 1])
+    used = kv.num_used_blocks + np.cumsum(new_per_step[1:steps])
     finished = _apply(engine, steps, computed, outputs, events, ends, (gpu_s, cpu_s, used))
     engine.num_fast_forwarded_steps += steps
     return total_s[:steps].tolist(), finished
 
 
 def _block_events(computed, held, block_size: int, steps: int, caching: bool):
-    """Steps (1-based) at which each request calls the pool, as codes step x batch + index,
-    ascending; and how many new blocks each step takes (index k - 1 for step k)."""
+    """The pool calls of the run, as codes step x batch + index (steps 1-based), ascending:
+    a new block when a request's token needs one, a cached hash when its token fills one;
+    and how many new blocks each step takes (entry k for step k)."""
     batch = len(computed)
-    index = np.arange(batch, dtype=np.int64)
-    first_new = np.maximum(held * block_size - computed + 1, 1)  # the step needing block h+1
-    new_k, new_i = _every(first_new, block_size, steps, index)
-    ks, idx = [new_k], [new_i]
-    if caching:  # the steps that fill a block, whose hash is then cached
-        full_k, full_i = _every(block_size - computed % block_size, block_size, steps, index)
-        ks.append(full_k)
-        idx.append(full_i)
-    codes = np.unique(np.concatenate(ks) * batch + np.concatenate(idx))
-    new_per_step = np.bincount(new_k - 1, minlength=steps)[:steps]
-    return codes, new_per_step
-
-
-def _every(first: np.ndarray, period: int, last: int, index: np.ndarray):
-    """(steps, request index) of first_i, first_i + period, ... up to `last`, for every i."""
-    count = np.where(first <= last, (last - first) // period + 1, 0)
-    total = int(count.sum())
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    return np.repeat(first, count) + period * within, np.repeat(index, count)
+    new_per_step = [0] * (steps + 1)
+    codes = []
+    for i, (c, h) in enumerate(zip(computed, held, strict=True)):
+        k = max(h * block_size - c + 1, 1)  # the step whose token needs block h + 1
+        while k <= steps:
+            codes.append(k * batch + i)
+            new_per_step[k] += 1
+            k += block_size
+        if caching:  # the steps that fill a block, whose hash is then cached
+            k = block_size - c % block_size
+            while k <= steps:
+                codes.append(k * batch + i)
+                k += block_size
+    return sorted(set(codes)), new_per_step
 
 
 def _apply(engine: Engine, steps: int, computed, outputs, events, ends, figures) -> list:
@@ -109,22 +116,27 @@ def _apply(engine: Engine, steps: int, computed, outputs, events, ends, figures)
     running = sched.running
     batch = len(running)
     kv = engine.kv
-    for code in events[events < (steps + 1) * batch].tolist():
+    stop = (steps + 1) * batch
+    for code in events:
+        if code >= stop:
+            break
         k, i = divmod(code, batch)
         req = running[i]
-        req.num_computed_tokens = int(computed[i]) + k - 1
-        req.num_output_tokens = int(outputs[i]) + k - 1
+        req.num_computed_tokens = computed[i] + k - 1
+        req.num_output_tokens = outputs[i] + k - 1
         if kv.allocate_slots(req, 1) is None:
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
     itl = sched.itl
     bulk = steps - 1  # steps applied here
     before_last = float(ends[bulk])
     first_gaps = []
-    for i, req in enumerate(running):
-        if req.request_id >= itl.measure_from:
-            first_gaps.append(float(ends[1]) - req.last_token_s)
-        req.num_computed_tokens = int(computed[i]) + bulk
-        req.num_output_tokens = int(outputs[i]) + bulk
+    first_end = float(ends[1])
+    measure_from = itl.measure_from
+    for req, c, out in zip(running, computed, outputs, strict=True):
+        if req.request_id >= measure_from:
+            first_gaps.append(first_end - req.last_token_s)
+        req.num_computed_tokens = c + bulk
+        req.num_output_tokens = out + bulk
         req.last_token_s = before_last
     itl.add(first_gaps)
     if first_gaps and bulk > 1:

@@ -8,6 +8,7 @@ All functions take numpy arrays and broadcast.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,10 +19,12 @@ from sim.roofline import (
     ACT_BYTES,
     WEIGHT_BYTES,
     causal_pairs,
+    causal_pairs_scalar,
     compute_dtype,
     decode_shape,
     gemm_shape,
     log2,
+    log2_scalar,
     moe_shape,
     prefill_shape,
 )
@@ -167,6 +170,39 @@ class KernelPricer:
             self.hardware.peak_flops_per_s("bf16"),
             self.prior.attention_prefill_flops_efficiency,
         )
+
+    def prefill_chunk_s(self, q: int, c: int, num_seqs: int, shape: AttentionShape) -> float:
+        """prefill_s of one chunk, in plain Python (the same roofline, features and surface;
+        equal to prefill_s up to rounding): what a step prices chunk by chunk."""
+        hw = self.hardware
+        pairs = causal_pairs_scalar(q, c, float(shape.window), shape.chunked)
+        kv_len = c + q
+        w = float(shape.window)
+        kv_read = min(kv_len, max(w, 1.0) + q) if w > 0 else kv_len
+        heads, kv_heads, head_dim = float(shape.heads), float(shape.kv_heads), float(shape.head_dim)
+        flops = 4 * heads * head_dim * pairs
+        nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * (
+            shape.kv_bytes
+        )
+        peak = hw.peak_flops_per_s("bf16")
+        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        if surface is None:
+            p = self.prior
+            return max(
+                flops / (peak * p.attention_prefill_flops_efficiency),
+                nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+            )
+        feats = [
+            log2_scalar(q),
+            log2_scalar(num_seqs * heads),
+            log2_scalar(pairs / q),
+            log2_scalar(head_dim),
+            log2_scalar(heads / kv_heads),
+        ]
+        if c > 0:  # as prefill_s: a chunk after cached tokens takes the matching prefill's
+            feats[0] = max(feats[0], feats[2] + 1.0)
+        roof = max(flops / peak, nbytes / hw.hbm_bytes_per_s)
+        return roof * math.exp(surface.at(feats))
 
     def decode_s(self, ctx, num_seqs, shape: AttentionShape, mixed: bool = False) -> np.ndarray:
         """Per-sequence seconds of decode attention: a batch costs their sum plus one

@@ -8,6 +8,8 @@ cannot drift apart. All functions take numpy arrays and broadcast.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sim.hardware import Hardware
@@ -74,6 +76,26 @@ def causal_pairs(q, c, window, chunked) -> np.ndarray:
         return np.where(w > 0, np.where(chunked, local, sliding), full)
 
     return upto(c + q) - upto(c)
+
+
+def causal_pairs_scalar(q: float, c: float, window: float, chunked: bool) -> float:
+    """causal_pairs for one chunk, in plain Python."""
+    ww = max(window, 1.0)
+
+    def upto(x: float) -> float:
+        if window <= 0:
+            return x * (x + 1) / 2
+        if chunked:
+            whole, rest = x // ww, x % ww
+            return whole * ww * (ww + 1) / 2 + rest * (rest + 1) / 2
+        capped = min(x, ww)
+        return capped * (capped + 1) / 2 + (x - capped) * ww
+
+    return upto(float(c + q)) - upto(float(c))
+
+
+def log2_scalar(x: float) -> float:
+    return math.log2(max(float(x), 1e-30))
 
 
 def prefill_shape(hw, q, c, num_seqs, heads, kv_heads, head_dim, window, chunked, kv_bytes):

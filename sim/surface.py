@@ -12,6 +12,7 @@ a linear extrapolation in log space, which can grow without bound.
 from __future__ import annotations
 
 import base64
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +56,26 @@ class Surface:
             f = ((v - k[i]) / (k[i + 1] - k[i]))[:, None]
             weight *= np.where(bits[:, j] == 1, f, 1 - f)
         return base[:, None] + offsets, weight
+
+    def at(self, row) -> float:
+        """The value at one point (a sequence of features), in plain Python: the same
+        multilinear interpolation as __call__, for callers pricing one shape at a time."""
+        cells, offsets, _ = _cells(self)
+        coef = self.coef.ravel()
+        base = 0
+        fracs = []
+        for d, k, lo, hi, stride, last in cells:
+            v = min(max(float(row[d]), lo), hi)
+            knots = k.tolist()
+            i = min(max(bisect.bisect_right(knots, v) - 1, 0), last)
+            base += i * stride
+            fracs.append((v - knots[i]) / (knots[i + 1] - knots[i]))
+        if not cells:
+            return float(coef[base])
+        values = coef[base + offsets].tolist()
+        for f in fracs:  # fold one feature at a time: corners differing in it pair up
+            values = [a * (1 - f) + b * f for a, b in zip(values[0::2], values[1::2], strict=True)]
+        return values[0]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Values at the rows of x (n x features)."""
