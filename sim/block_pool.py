@@ -53,13 +53,11 @@ class BlockPool:
         if n > len(self.free_queue):
             raise ValueError(f"asked for {n} blocks, {len(self.free_queue)} free")
         pop = self.free_queue.popitem
-        out = []
-        for _ in range(n):
-            block = pop(last=False)[1]
+        out = [pop(last=False)[1] for _ in range(n)]
+        for block in out:
             if block.block_hash is not None:
                 self._evict(block)
             block.ref_cnt = 1
-            out.append(block)
         return out
 
     def touch(self, blocks: list[Block]) -> None:

@@ -24,6 +24,7 @@ class ContextTable:
     def __init__(self, per_sequence: Callable[[np.ndarray], np.ndarray]):
         self.per_sequence = per_sequence  # contexts (int64 array) -> seconds (float64 array)
         self.dense = np.zeros(0)
+        self.dense_list: list[float] = []  # the same values as Python floats, for row()
         self.pages: dict[int, np.ndarray] = {}
 
     def _page(self, index: int) -> np.ndarray:
@@ -36,6 +37,17 @@ class ContextTable:
         need = min(top, DENSE_TOKENS - 1) // PAGE_TOKENS + 1
         if need > have:
             self.dense = np.concatenate([self.dense, *(self._page(p) for p in range(have, need))])
+            self.dense_list = self.dense.tolist()
+
+    def row(self, contexts: list[int]) -> list[float]:
+        """The same values for one list of contexts, as Python floats."""
+        top = max(contexts)
+        if top >= len(self.dense_list) and top < DENSE_TOKENS:
+            self._grow(top)
+        if top < DENSE_TOKENS:
+            dense = self.dense_list
+            return [dense[c] for c in contexts]
+        return self(np.array(contexts, dtype=np.int64)).tolist()
 
     def __call__(self, contexts: np.ndarray) -> np.ndarray:
         """Seconds per sequence at each context (any shape of non-negative int64)."""

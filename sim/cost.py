@@ -44,7 +44,7 @@ from sim.settings import EngineSettings
 ACT_BYTES = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per simulated step, and never changed
 class StepCost:
     """Seconds per component of one step; `total_s` is what the clock advances by."""
 
@@ -224,7 +224,7 @@ class CostModel:
         per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
-    def _prefill_attention(self, pre_q: np.ndarray, pre_c: np.ndarray) -> float:
+    def _prefill_attention(self, pre_q: list[int], pre_c: list[int]) -> float:
         """Seconds of every layer's prefill attention for the step's chunks, launch floors
         included."""
         m, pr = self.model, self.pricer
@@ -234,14 +234,15 @@ class CostModel:
             layer = term.layer
             if layer.attention is Attention.LINEAR:
                 flops, state = self._linear_terms()
-                pre = pr.linear_attention_s(float(pre_q.sum()), n_pre, flops, state)
+                pre = pr.linear_attention_s(float(sum(pre_q)), n_pre, flops, state)
             elif layer.attention is Attention.MLA:
                 a = m.mla
                 latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
                 qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+                q, c = np.array(pre_q, dtype=np.int64), np.array(pre_c, dtype=np.int64)
                 pre = float(
                     pr.mla_prefill_s(
-                        pre_q, pre_c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
+                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
                     ).sum()
                 )
             else:
@@ -251,13 +252,13 @@ class CostModel:
             total += term.count * pre
         return total
 
-    def _prefill_chunks(self, index: int, shape, pre_q: np.ndarray, pre_c: np.ndarray) -> float:
+    def _prefill_chunks(self, index: int, shape, pre_q: list[int], pre_c: list[int]) -> float:
         """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
         after c cached, beside n - 1 other chunks) priced alone, once, and remembered."""
         n = len(pre_q)
         memo = self._prefill
         total = 0.0
-        for q, c in zip(pre_q.tolist(), pre_c.tolist(), strict=True):
+        for q, c in zip(pre_q, pre_c, strict=True):
             key = (index, q, c, n)
             value = memo.get(key)
             if value is None:
@@ -322,6 +323,27 @@ class CostModel:
             total += count * dec
         return total
 
+    def decode_attention_one(self, contexts: list[int], mixed: bool) -> float:
+        """decode_attention of one step, in plain Python: the same operations in the same
+        order, so the same bits (a step alone is cheaper this way than through numpy)."""
+        num_seqs = len(contexts)
+        total = 0.0
+        if num_seqs == 0:
+            return total
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+            else:
+                values = self._table(index, num_seqs, mixed).row(contexts)
+                dec = values[0]
+                for value in values[1:]:  # sequential, as np.cumsum
+                    dec += value
+                if floor is not None and not mixed:
+                    dec = dec + floor
+            total += count * dec
+        return total
+
     def _decode_terms(self) -> list[tuple[int, int, Attention, float | None]]:
         """Per layer kind: (index, layer count, attention, decode launch floor or None)."""
         if self._decode_info is None:
@@ -339,13 +361,15 @@ class CostModel:
         return self._decode_info
 
     def step_cost(self, plan: StepPlan) -> StepCost:
-        q = np.asarray(plan.num_new_tokens, dtype=np.int64)
-        c = np.asarray(plan.num_context_tokens, dtype=np.int64)
-        is_decode = q == 1
-        dec_c = c[is_decode]
-        if plan.padding_context:  # static batching: finished rows still run
-            dec_c = np.concatenate([dec_c, np.asarray(plan.padding_context, dtype=np.int64)])
-        cost = self.cost(q[~is_decode], c[~is_decode], dec_c, cpu_batch=plan.batch_size)
+        pre_q, pre_c, dec_c = [], [], []
+        for q, c in zip(plan.num_new_tokens, plan.num_context_tokens, strict=True):
+            if q == 1:
+                dec_c.append(c)
+            else:
+                pre_q.append(q)
+                pre_c.append(c)
+        dec_c.extend(plan.padding_context)  # static batching: finished rows still run
+        cost = self.cost(pre_q, pre_c, dec_c, cpu_batch=plan.batch_size)
         if plan.swap_bytes:
             return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
         return cost
@@ -422,17 +446,18 @@ class CostModel:
             allreduce += moe_layers * float(pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep))
         return linear, moe, elementwise, allreduce
 
-    def cost(
-        self, pre_q: np.ndarray, pre_c: np.ndarray, dec_c: np.ndarray, cpu_batch: int | None = None
-    ) -> StepCost:
-        """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached);
-        the CPU time counts `cpu_batch` sequences (default: all of them)."""
+    def cost(self, pre_q, pre_c, dec_c, cpu_batch: int | None = None) -> StepCost:
+        """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached),
+        each a list or int array; the CPU time counts `cpu_batch` sequences (default: all)."""
+        pre_q, pre_c, dec_c = (
+            x.tolist() if isinstance(x, np.ndarray) else list(x) for x in (pre_q, pre_c, dec_c)
+        )
         batch = len(pre_q) + len(dec_c)
-        prefill_tokens = int(pre_q.sum())
-        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=len(pre_q) == 0)
+        prefill_tokens = sum(pre_q)
+        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
         linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
-        prefill = self._prefill_attention(pre_q, pre_c) if len(pre_q) else 0.0
-        decode = float(self.decode_attention(dec_c.reshape(1, -1), len(pre_q) > 0)[0])
+        prefill = self._prefill_attention(pre_q, pre_c) if pre_q else 0.0
+        decode = self.decode_attention_one(dec_c, bool(pre_q))
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
         p2p = 0.0
         if self.pp > 1:
@@ -452,16 +477,32 @@ class CostModel:
             pp=self.pp,
         )
 
+    def decode_step_s(self, contexts: list[int]) -> float:
+        """total_s of one decode-only step at these contexts (as decode_run's first row)."""
+        c = self._decode_base_of(contexts)
+        gpu = (
+            c.linear_s
+            + c.moe_s
+            + c.attention_prefill_s
+            + self.decode_attention_one(contexts, False)
+        )
+        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+        return max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+
+    def _decode_base_of(self, contexts) -> StepCost:
+        """A decode-only step's cost at these contexts, whose every part but the attention
+        depends on the batch size alone (cached per batch size)."""
+        batch = len(contexts)
+        c = self._decode_base.get(batch)
+        if c is None:
+            c = self._decode_base[batch] = self.cost([], [], contexts)
+        return c
+
     def decode_run(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(gpu_s, cpu_s, total_s) per step of a run of decode-only steps, row k of `contexts`
         holding step k's contexts: the same sums, in the same order, as step_cost of each
         step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
-        batch = contexts.shape[1]
-        c = self._decode_base.get(batch)
-        if c is None:  # everything but the attention depends on the batch size alone
-            c = self._decode_base[batch] = self.cost(
-                np.zeros(0, np.int64), np.zeros(0, np.int64), contexts[0]
-            )
+        c = self._decode_base_of(contexts[0])
         decode = self.decode_attention(contexts, False)
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s

@@ -1,95 +1,272 @@
-"""Fast-forward: a run of decode-only steps simulated in one vectorised jump, exactly.
+"""Fast-forward: runs of steps that nothing outside the batch can change, simulated in bulk,
+exactly as step-by-step simulation would.
 
-When the scheduler's family says the next step only decodes one token of every running request
-(SchedulerBase.decode_run), the steps that follow stay that way until a request arrives, one
-finishes, or the pool runs short of blocks. For such a run of K steps, with request i at
-context c_i and step k (1-based):
+Between two outside events (an arrival, another replica's step end, the time limit) and while
+no request finishes and the pool has blocks to spare, what a step does depends only on the
+running requests' own progress. Two kinds of run are simulated in bulk:
 
-    step k's contexts       c_i + k - 1              (a K x batch matrix, priced row by row)
-    step k's end            t_k = t_{k-1} + dt_k     (sequential sums, as the driver adds)
-    request i's tokens      out_i + k after step k; its gap at step 1 is t_1 - last_token_i,
-                            then t_k - t_{k-1}
-    blocks                  a new block when c_i + k - 1 fills the blocks held, a hash when
-                            c_i + k reaches a block boundary: the pool's own calls, made in
-                            step order and request order, exactly as step by step
+  decode-only  every running request decodes one token per step (any family whose scheduler
+               says so: SchedulerBase.decode_run). With request i at context c_i, step k
+               (1-based) prices the contexts c_i + k - 1, a steps x batch matrix priced row by
+               row in one vectorised call;
+  chunked      (vLLM V1, ChunkedRun) a prefill still in progress beside the decodes: each step
+               hands out the token budget in running order as the V1 scheduler does, one step
+               at a time in plain Python, until every request decodes; the decode-only steps
+               that follow are then priced as above.
 
-K stops before the first step whose start is not before `horizon` (the next event anything
-else could cause: an arrival, another replica's step end, the time limit), before the first
-finishing step, and where the free blocks would not cover the new ones. Every figure is the
-same float as step-by-step simulation computes: the cost model prices each row the way it
-prices one step, and times are accumulated in the same order.
+    step k's end      t_k = t_{k-1} + dt_k   (sequential sums, as the driver adds them)
+    request tokens    a token when a request's computed tokens reach its known ones; its gap
+                      is t_k minus its previous token's time
+    blocks            the pool's own calls (a new block, a hash of a block just filled), made
+                      in step order and request order, as step by step makes them
+
+The bulk stops before the first step that would finish a request, lack blocks, start at or
+after `horizon`, or exceed MAX_RUN_STEPS; the step after it (when it starts before `horizon`)
+is simulated normally, so a finish goes through the family's own bookkeeping. Every figure is
+the same float step-by-step simulation computes (tests/test_fast_forward.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.kv_cache import cdiv
+from sim.request import Request
+
 if TYPE_CHECKING:
     from sim.engine import Engine
 
-MIN_RUN_STEPS = 2  # a single step is stepped alone
-MAX_RUN_STEPS = 2048  # bounds the steps x batch matrices of one jump
+MIN_DECODE_STEPS = 2  # shorter decode-only runs are stepped alone
+MAX_RUN_STEPS = 2048  # bounds the steps x batch matrices of one run
+
+
+class _Run:
+    """The planned bulk: per-request state as it evolves, and what each step records."""
+
+    def __init__(self, engine: Engine, now: float):
+        self.running: list[Request] = engine.scheduler.running
+        r = self.running
+        self.computed = [q.num_computed_tokens for q in r]
+        self.outputs = [q.num_output_tokens for q in r]
+        self.prompts = [q.prompt_len for q in r]
+        self.limits = [q.max_output_len for q in r]
+        blocks = engine.kv.req_blocks
+        self.held = [len(blocks[q.request_id]) for q in r]
+        self.last_s = [q.last_token_s for q in r]
+        self.first_s: dict[int, float] = {}  # request index -> first token time, set here
+        self.calls: list[tuple[int, int, int, int]] = []  # pool calls: (i, n, computed, out)
+        self.free = engine.kv.num_free_blocks
+        self.used = engine.kv.num_used_blocks
+        self.ends = [now]
+        self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
+        self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
+        self.gaps: list[float] = []  # single gaps
+        self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
+        self.measure_from = engine.scheduler.itl.measure_from
+
+    @property
+    def steps(self) -> int:
+        return len(self.ends) - 1
+
+    def pure_decode(self) -> bool:
+        return all(
+            o >= 1 and p + o - c == 1
+            for c, o, p in zip(self.computed, self.outputs, self.prompts, strict=True)
+        )
+
+
+ROW_FIELDS = ("gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used")
 
 
 def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list] | None:
-    """Simulate a run of decode-only steps from `now`, all starting before `horizon`: (their
-    durations, the requests the last one finished), or None (and nothing changed) when no
-    run of MIN_RUN_STEPS steps is possible."""
+    """Simulate a bulk of steps from `now` and the step after it: (their durations, the
+    requests that last step finished); None (nothing changed) when no bulk is possible."""
     sched = engine.scheduler
     running = sched.running
     if not running or horizon <= now:
         return None
     newest = running[-1]  # a prefill in progress is usually the newest request's
-    if newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1:
+    chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
+    if chunked and not getattr(sched, "chunked_runs", False):
         return None
-    if not sched.decode_run():
+    if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
-    kv = engine.kv
-    held_blocks = kv.req_blocks
-    computed, outputs, held = [], [], []
-    steps = MAX_RUN_STEPS
-    for r in running:
-        c, out = r.num_computed_tokens, r.num_output_tokens
-        if out < 1 or r.prompt_len + out - c != 1:
-            return None  # a prefill (or a chunk of one) is still in the batch
-        steps = min(steps, r.max_output_len - out)  # up to the first finish
-        computed.append(c)
-        outputs.append(out)
-        held.append(len(held_blocks[r.request_id]))
-    if steps < MIN_RUN_STEPS:
+    run = _Run(engine, now)
+    if not run.pure_decode():
+        if not chunked:
+            return None
+        _chunk_steps(engine, run, horizon)
+        if run.pure_decode() and sched.decode_run():
+            _decode_steps(engine, run, horizon, minimum=1)
+    else:
+        _decode_steps(engine, run, horizon, minimum=MIN_DECODE_STEPS)
+    if run.steps == 0:
         return None
-    first = np.array(computed, dtype=np.int64)
+    _apply(engine, run)
+    engine.num_fast_forwarded_steps += run.steps
+    durations = run.durations
+    end = run.ends[-1]
+    if end < horizon and engine.has_work:  # the step the bulk stopped before, as usual
+        dt, finished = engine.step(end)
+        return [*durations, dt], finished
+    return durations, []
+
+
+def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
+    """vLLM V1 steps while a prefill is in progress, one at a time in plain Python: running
+    requests in order, each min(its remaining tokens, long_prefill_token_threshold, the budget
+    left) new tokens; stops before a step that would finish a request or lack blocks."""
+    sched, kv, cost = engine.scheduler, engine.kv, engine.cost
+    block_size, caching = kv.block_size, kv.enable_caching
+    threshold = sched.long_prefill_token_threshold
+    c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
+    while run.steps < MAX_RUN_STEPS and not run.pure_decode():
+        start = run.ends[-1]
+        if start >= horizon:
+            return
+        budget = sched.max_num_batched_tokens
+        batch = []  # (i, n)
+        for i in range(len(c)):
+            n = prompt[i] + out[i] - c[i]
+            if 0 < threshold < n:
+                n = threshold
+            if n > budget:
+                n = budget
+            if n == 0:
+                continue
+            batch.append((i, n))
+            budget -= n
+            if budget == 0:
+                break
+        new_blocks, calls = 0, []
+        for i, n in batch:
+            end = c[i] + n
+            if end == prompt[i] + out[i] and out[i] + 1 >= limit[i]:
+                return  # a finish: the step after the bulk
+            if end > held[i] * block_size or (caching and end // block_size > c[i] // block_size):
+                calls.append((i, n, c[i], out[i]))
+                new_blocks += max(cdiv(end, block_size) - held[i], 0)
+        if new_blocks > run.free:
+            return  # a preemption: the step after the bulk
+        pre_q, pre_c, dec_c = [], [], []
+        num_decode = 0
+        for i, n in batch:
+            if n == 1:
+                dec_c.append(c[i])
+                num_decode += out[i] > 0
+            else:
+                pre_q.append(n)
+                pre_c.append(c[i])
+        step = cost.cost(pre_q, pre_c, dec_c, cpu_batch=len(batch))
+        end_s = start + step.total_s
+        for call in calls:
+            i, n = call[0], call[1]
+            held[i] = max(held[i], cdiv(c[i] + n, block_size))
+        run.calls.extend(calls)
+        run.free -= new_blocks
+        run.used += new_blocks
+        tokens = 0
+        for i, n in batch:
+            tokens += n
+            c[i] += n
+            if c[i] == prompt[i] + out[i]:  # caught up: a token
+                if out[i] == 0:
+                    run.first_s[i] = end_s
+                elif run.running[i].request_id >= run.measure_from:
+                    run.gaps.append(end_s - run.last_s[i])
+                out[i] += 1
+                run.last_s[i] = end_s
+        run.ends.append(end_s)
+        run.durations.append(step.total_s)
+        col = run.columns
+        col["gpu_s"].append(step.gpu_s)
+        col["cpu_s"].append(step.cpu_s)
+        col["prefill_tokens"].append(tokens - num_decode)
+        col["decode_tokens"].append(num_decode)
+        col["batch_size"].append(len(batch))
+        col["kv_used"].append(run.used)
+
+
+def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> None:
+    """Decode-only steps, priced in one vectorised call (see the module docstring)."""
+    now = run.ends[-1]
+    c, out, held = run.computed, run.outputs, run.held
+    steps = min(
+        min(limit - o for limit, o in zip(run.limits, out, strict=True)) - 1,  # no finish
+        MAX_RUN_STEPS - run.steps,
+    )
+    if steps < minimum or now >= horizon:
+        return
     if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
-        first_dt = float(engine.cost.decode_run(first[None, :])[2][0])
-        steps = min(steps, int((horizon - now) / first_dt) + 2)
-    events, new_per_step = _block_events(computed, held, kv.block_size, steps, kv.enable_caching)
+        steps = min(steps, int((horizon - now) / engine.cost.decode_step_s(c)) + 2)
+    first = np.array(c, dtype=np.int64)
+    kv = engine.kv
+    calls, new_per_step = _block_calls(c, held, kv.block_size, steps, kv.enable_caching)
     taken = 0
     for k in range(1, steps + 1):  # no step may need more blocks than are free
         taken += new_per_step[k]
-        if taken > kv.num_free_blocks:
+        if taken > run.free:
             steps = k - 1
             break
-    if steps < MIN_RUN_STEPS:
-        return None
+    if steps < minimum:
+        return
     contexts = first[None, :] + np.arange(steps, dtype=np.int64)[:, None]
     gpu_s, cpu_s, total_s = engine.cost.decode_run(contexts)
     ends = np.cumsum(np.concatenate(([now], total_s)))
     steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
-    if steps < MIN_RUN_STEPS:
-        return None
-    used = kv.num_used_blocks + np.cumsum(new_per_step[1:steps])
-    finished = _apply(engine, steps, computed, outputs, events, ends, (gpu_s, cpu_s, used))
-    engine.num_fast_forwarded_steps += steps
-    return total_s[:steps].tolist(), finished
+    if steps < minimum:
+        return
+    batch = len(c)
+    stop = (steps + 1) * batch
+    for code in calls:
+        if code >= stop:
+            break
+        k, i = divmod(code, batch)
+        run.calls.append((i, 1, c[i] + k - 1, out[i] + k - 1))
+    used = run.used + np.cumsum(new_per_step[1 : steps + 1])
+    run.used = int(used[-1])
+    run.free -= int(sum(new_per_step[1 : steps + 1]))
+    first_end = float(ends[1])
+    if run.measure_from == 0:  # every request measured
+        run.gaps.extend([first_end - last for last in run.last_s])
+        measured = batch
+    else:
+        ids = [q.request_id for q in run.running]
+        run.gaps.extend(
+            [
+                first_end - last
+                for last, r in zip(run.last_s, ids, strict=True)
+                if r >= run.measure_from
+            ]
+        )
+        measured = sum(r >= run.measure_from for r in ids)
+    if steps > 1 and measured:
+        run.gap_pairs.append((ends[2 : steps + 1] - ends[1:steps], measured))
+    end = float(ends[steps])
+    block_size = kv.block_size
+    run.computed = c = [x + steps for x in c]
+    run.outputs = [x + steps for x in out]
+    run.held = [max(h, -(-x // block_size)) for h, x in zip(held, c, strict=True)]
+    run.last_s = [end] * batch
+    run.ends.extend(ends[1 : steps + 1].tolist())
+    run.durations.extend(total_s[:steps].tolist())
+    col = run.columns
+    col["gpu_s"].extend(gpu_s[:steps].tolist())
+    col["cpu_s"].extend(cpu_s[:steps].tolist())
+    col["prefill_tokens"].extend([0] * steps)
+    col["decode_tokens"].extend([batch] * steps)
+    col["batch_size"].extend([batch] * steps)
+    col["kv_used"].extend(used.tolist())
 
 
-def _block_events(computed, held, block_size: int, steps: int, caching: bool):
-    """The pool calls of the run, as codes step x batch + index (steps 1-based), ascending:
-    a new block when a request's token needs one, a cached hash when its token fills one;
-    and how many new blocks each step takes (entry k for step k)."""
+def _block_calls(computed, held, block_size: int, steps: int, caching: bool):
+    """The pool calls of a decode-only run, as codes step x batch + index (steps 1-based),
+    ascending: a new block when a request's token needs one, a cached hash when its token
+    fills one; and how many new blocks each step takes (entry k for step k)."""
     batch = len(computed)
     new_per_step = [0] * (steps + 1)
     codes = []
@@ -107,73 +284,34 @@ def _block_events(computed, held, block_size: int, steps: int, caching: bool):
     return sorted(set(codes)), new_per_step
 
 
-def _apply(engine: Engine, steps: int, computed, outputs, events, ends, figures) -> list:
-    """Steps 1 .. steps - 1 in bulk; the last through the family's own update_from_output,
-    which emits its tokens and finishes whoever is done, exactly as a step alone would.
-    `figures`: per step, GPU and CPU seconds and KV blocks in use after the step."""
-    gpu_s, cpu_s, used = figures
-    sched = engine.scheduler
-    running = sched.running
-    batch = len(running)
-    kv = engine.kv
-    stop = (steps + 1) * batch
-    for code in events:
-        if code >= stop:
-            break
-        k, i = divmod(code, batch)
+def _apply(engine: Engine, run: _Run) -> None:
+    """Make the planned bulk happen: the pool calls in order, then every request's state, the
+    gaps between tokens, the step log's rows and the family's own per-step state."""
+    sched, kv = engine.scheduler, engine.kv
+    running = run.running
+    for i, n, computed, out in run.calls:
         req = running[i]
-        req.num_computed_tokens = computed[i] + k - 1
-        req.num_output_tokens = outputs[i] + k - 1
-        if kv.allocate_slots(req, 1) is None:
+        req.num_computed_tokens = computed
+        req.num_output_tokens = out
+        if kv.allocate_slots(req, n) is None:
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
+    for i, req in enumerate(running):
+        req.num_computed_tokens = run.computed[i]
+        req.num_output_tokens = run.outputs[i]
+        req.last_token_s = run.last_s[i]
+    for i, first_s in run.first_s.items():
+        running[i].first_token_s = first_s
     itl = sched.itl
-    bulk = steps - 1  # steps applied here
-    before_last = float(ends[bulk])
-    first_gaps = []
-    first_end = float(ends[1])
-    measure_from = itl.measure_from
-    for req, c, out in zip(running, computed, outputs, strict=True):
-        if req.request_id >= measure_from:
-            first_gaps.append(first_end - req.last_token_s)
-        req.num_computed_tokens = c + bulk
-        req.num_output_tokens = out + bulk
-        req.last_token_s = before_last
-    itl.add(first_gaps)
-    if first_gaps and bulk > 1:
-        later = ends[2 : bulk + 1] - ends[1:bulk]
-        itl.add_pairs(later, np.full(len(later), len(first_gaps), dtype=np.int64))
-    starts = ends[:bulk]
+    itl.add(run.gaps)
+    for gaps, count in run.gap_pairs:
+        itl.add_each(gaps, count)
+    ends = run.ends
     engine.steps.record_run(
         engine.replica,
-        starts,
-        ends[1:steps] - starts,
-        gpu_s[:bulk],
-        cpu_s[:bulk],
-        batch,
-        used,
+        ends[:-1],
+        [b - a for a, b in itertools.pairwise(ends)],
+        run.columns,
+        len(running),
         len(sched.waiting),
     )
-    sched.advance_decode_state(steps)
-    plan = sched._plan(list(running), [1] * batch, 0)
-    end = float(ends[steps])
-    finished = sched.update_from_output(plan, end)
-    engine.steps.record(
-        engine.replica,
-        before_last,
-        end - before_last,
-        _Cost(float(gpu_s[bulk]), float(cpu_s[bulk])),
-        plan,
-        kv.num_used_blocks,
-        len(sched.running),
-        len(sched.waiting),
-    )
-    return finished
-
-
-class _Cost:
-    """The two figures of a step's cost the step log keeps."""
-
-    __slots__ = ("cpu_s", "gpu_s")
-
-    def __init__(self, gpu_s: float, cpu_s: float):
-        self.gpu_s, self.cpu_s = gpu_s, cpu_s
+    sched.advance_decode_state(run.steps)

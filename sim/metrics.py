@@ -61,29 +61,24 @@ class StepLog:
         c["num_waiting"].append(waiting)
         c["num_preempted"].append(plan.num_preempted)
 
-    def record_run(
-        self, replica, start_s, duration_s, gpu_s, cpu_s, batch, kv_blocks_used, waiting
-    ) -> None:
-        """Rows for a fast-forwarded run of decode-only steps (arrays, one entry per step)."""
+    def record_run(self, replica, start_s, duration_s, rows: dict, running, waiting) -> None:
+        """Rows for a fast-forwarded run of steps: start and duration arrays, and per step
+        the lists in `rows` (gpu_s, cpu_s, prefill_tokens, decode_tokens, batch_size,
+        kv_used, the KV blocks in use after the step)."""
         n = len(start_s)
-        columns = {
-            "replica": np.full(n, replica),
-            "start_s": start_s,
-            "duration_s": duration_s,
-            "gpu_s": gpu_s,
-            "cpu_s": cpu_s,
-            "prefill_tokens": np.zeros(n),
-            "decode_tokens": np.full(n, batch),
-            "batch_size": np.full(n, batch),
-            "kv_blocks_used": kv_blocks_used,
-            "num_running": np.full(n, batch),
-            "num_waiting": np.full(n, waiting),
-            "num_preempted": np.zeros(n),
-        }
-        for name, values in columns.items():
-            col = self.columns[name]
-            dtype = np.float64 if col.typecode == "d" else np.int64
-            col.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+        c = self.columns
+        c["replica"].extend([replica] * n)
+        c["start_s"].extend(start_s)
+        c["duration_s"].extend(duration_s)
+        c["gpu_s"].extend(rows["gpu_s"])
+        c["cpu_s"].extend(rows["cpu_s"])
+        c["prefill_tokens"].extend(rows["prefill_tokens"])
+        c["decode_tokens"].extend(rows["decode_tokens"])
+        c["batch_size"].extend(rows["batch_size"])
+        c["kv_blocks_used"].extend(rows["kv_used"])
+        c["num_running"].extend([running] * n)
+        c["num_waiting"].extend([waiting] * n)
+        c["num_preempted"].extend([0] * n)
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(

@@ -103,13 +103,16 @@ class ItlLog:
             self.gaps_s.append(first)
             self.counts.append(len(gaps_s))
             return
-        values, counts = np.unique(np.asarray(gaps_s), return_counts=True)
-        self.gaps_s.extend(values.tolist())
-        self.counts.extend(counts.tolist())
+        tally: dict[float, int] = {}
+        for gap in gaps_s:
+            tally[gap] = tally.get(gap, 0) + 1
+        self.gaps_s.extend(tally.keys())
+        self.counts.extend(tally.values())
 
-    def add_pairs(self, gaps_s: np.ndarray, counts: np.ndarray) -> None:
+    def add_each(self, gaps_s: np.ndarray, count: int) -> None:
+        """Gaps that each occurred `count` times (whole steps of a fast-forwarded run)."""
         self.gaps_s.frombytes(np.ascontiguousarray(gaps_s, dtype=np.float64).tobytes())
-        self.counts.frombytes(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
+        self.counts.extend([count] * len(gaps_s))
 
     def __len__(self) -> int:
         return int(np.frombuffer(self.counts, dtype=np.int64).sum()) if self.counts else 0

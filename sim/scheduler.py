@@ -206,6 +206,13 @@ class SchedulerBase:
     def advance_decode_state(self, num_steps: int) -> None:
         """Apply what `num_steps` such steps change in the family's own state."""
 
+    chunked_runs = False  # fast_forward.py may also bulk-simulate steps with a prefill chunk
+
+    def chunked_run(self) -> bool:
+        """Whether nothing but the running requests' own progress decides the next steps
+        while a prefill is in progress (families with chunked_runs only)."""
+        return False
+
     def check_invariants(self) -> None:
         self.kv.check_invariants()
         ids = [r.request_id for r in self.running] + [r.request_id for r in self.waiting]
@@ -260,6 +267,12 @@ class VllmV1Scheduler(SchedulerBase):
         if num_preempted == 0:
             self._admit_waiting(now, budget, reqs, new_tokens)
         return self._plan(reqs, new_tokens, num_preempted)
+
+    chunked_runs = True  # one budget, running requests in order: fast_forward.py replays it
+
+    def chunked_run(self) -> bool:
+        # nothing can be admitted: no one waits, or no sequence slot is free
+        return not self.waiting or len(self.running) >= self.max_num_seqs
 
     def decode_run(self) -> bool:
         batch = len(self.running)
