@@ -137,21 +137,68 @@ def peak_rss_mb() -> float:
     return max(own, kids) / 1024
 
 
-def run_one(name: str, work: Path) -> dict:
-    """Simulate one workload in this process, outputs off (the simulation alone is timed)."""
+def run_one(name: str, work: Path, split: bool = False) -> dict:
+    """Simulate one workload in this process, outputs off (the simulation alone is timed).
+    With `split`, also time the steps simulated one at a time and the fast-forwarded runs."""
     from sim.config import SimConfig
     from sim.run import simulate
 
     data = CONFIGS[name](work) | {"output": {"report": False, "progress": False}}
     cfg = SimConfig.from_mapping(data)
+    timers = _split_timers() if split else None
     started = time.perf_counter()
     result = simulate(cfg)
     wall = time.perf_counter() - started
     sim = result.summary["sim"]
-    return _figures(wall, sim["steps"], sim["sim_time_s"]) | {
+    out = _figures(wall, sim["steps"], sim["sim_time_s"]) | {
         "requests": sim["requests"],
         "finished": sim["finished"],
+        "fast_forwarded_steps": sim["fast_forwarded_steps"],
     }
+    if timers is not None:
+        single, runs = timers["step"], timers["run"]
+        run_s = runs["s"] - timers["step_in_run"]["s"]  # a run's call ends with one step
+        out["split"] = {
+            "single_steps": single["n"],
+            "us_per_single_step": round(single["s"] / max(single["n"], 1) * 1e6, 1),
+            "fast_forwarded_runs": runs["n"],
+            "us_per_run": round(run_s / max(runs["n"], 1) * 1e6, 1),
+            "rest_s": round(wall - single["s"] - run_s, 2),
+        }
+    return out
+
+
+def _split_timers() -> dict:
+    """Wrap Engine.step and fast_forward with timers (for --split)."""
+    import sim.engine as engine_module
+
+    timers = {k: {"n": 0, "s": 0.0} for k in ("step", "run", "step_in_run")}
+    step, forward = engine_module.Engine.step, engine_module.fast_forward
+    inside = [False]
+
+    def timed_step(self, now):
+        t = time.perf_counter()
+        out = step(self, now)
+        dt = time.perf_counter() - t
+        timers["step"]["n"] += 1
+        timers["step"]["s"] += dt
+        if inside[0]:
+            timers["step_in_run"]["s"] += dt
+        return out
+
+    def timed_forward(engine, now, horizon):
+        t = time.perf_counter()
+        inside[0] = True
+        out = forward(engine, now, horizon)
+        inside[0] = False
+        if out is not None:
+            timers["run"]["n"] += 1
+            timers["run"]["s"] += time.perf_counter() - t
+        return out
+
+    engine_module.Engine.step = timed_step
+    engine_module.fast_forward = timed_forward
+    return timers
 
 
 def run_sweep(work: Path) -> dict:
@@ -176,8 +223,11 @@ def run_sweep(work: Path) -> dict:
         *(f"{key}={values}" for key, values in SWEEP.items()),
     ]
     started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
     if len(summaries) != 64:
         raise RuntimeError(f"sweep wrote {len(summaries)} summaries, expected 64")
@@ -188,6 +238,7 @@ def run_sweep(work: Path) -> dict:
         "runs": len(summaries),
         "jobs": os.cpu_count(),
         "simulation_s_per_wall_s": round(busy / wall, 2),  # > 1: runs overlapped on cores
+        "cpu_s_per_wall_s": round(cpu / wall, 2),  # CPU seconds (all processes) per second
     }
 
 
@@ -201,11 +252,11 @@ def _figures(wall: float, steps: int, sim_s: float) -> dict:
     }
 
 
-def worker(name: str) -> None:
+def worker(name: str, split: bool) -> None:
     with tempfile.TemporaryDirectory(prefix=f"sim-bench-{name}-") as tmp:
         work = Path(tmp)
         try:
-            out = run_sweep(work) if name == "sweep" else run_one(name, work)
+            out = run_sweep(work) if name == "sweep" else run_one(name, work, split)
         except FileNotFoundError as exc:
             out = {"skipped": str(exc)}
     print(json.dumps(out))
@@ -215,10 +266,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=NAMES, action="append", help="run just this one")
     parser.add_argument("--json", type=Path, help="write {name: figures} here")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time single steps and fast-forwarded runs apart (slightly slower)",
+    )
     parser.add_argument("--worker", choices=NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.split)
         return
     results = {}
     print(
@@ -226,8 +282,9 @@ def main() -> None:
         f"{'µs/step':>9} {'sim s/wall s':>13}"
     )
     for name in args.only or NAMES:
+        extra = ["--split"] if args.split else []
         proc = subprocess.run(
-            [sys.executable, __file__, "--worker", name], capture_output=True, text=True
+            [sys.executable, __file__, "--worker", name, *extra], capture_output=True, text=True
         )
         if proc.returncode:
             sys.stderr.write(proc.stderr)
@@ -242,6 +299,14 @@ def main() -> None:
             f"{out['us_per_step']:>9.1f} {out['sim_s_per_wall_s']:>13.1f}",
             flush=True,
         )
+        if "split" in out:
+            sp = out["split"]
+            print(
+                f"{'':<10} {sp['single_steps']:,d} steps one at a time, "
+                f"{sp['us_per_single_step']} µs each; {sp['fast_forwarded_runs']:,d} "
+                f"fast-forwarded runs ({out['fast_forwarded_steps']:,d} steps), "
+                f"{sp['us_per_run']} µs each; {sp['rest_s']} s in the rest"
+            )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")

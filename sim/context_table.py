@@ -33,8 +33,9 @@ class ContextTable:
         return np.asarray(self.per_sequence(contexts), dtype=np.float64)
 
     def _grow(self, top: int) -> None:
+        """Dense pages up to the one holding context `top` (< DENSE_TOKENS)."""
         have = len(self.dense) // PAGE_TOKENS
-        need = min(top, DENSE_TOKENS - 1) // PAGE_TOKENS + 1
+        need = top // PAGE_TOKENS + 1
         if need > have:
             self.dense = np.concatenate([self.dense, *(self._page(p) for p in range(have, need))])
             self.dense_list = self.dense.tolist()
@@ -42,9 +43,9 @@ class ContextTable:
     def row(self, contexts: list[int]) -> list[float]:
         """The same values for one list of contexts, as Python floats."""
         top = max(contexts)
-        if top >= len(self.dense_list) and top < DENSE_TOKENS:
-            self._grow(top)
         if top < DENSE_TOKENS:
+            if top >= len(self.dense_list):
+                self._grow(top)
             dense = self.dense_list
             return [dense[c] for c in contexts]
         return self(np.array(contexts, dtype=np.int64)).tolist()
@@ -54,13 +55,15 @@ class ContextTable:
         if contexts.size == 0:
             return np.zeros(contexts.shape)
         top = int(contexts.max())
-        if top >= len(self.dense):
-            self._grow(top)
         if top < DENSE_TOKENS:
+            if top >= len(self.dense):
+                self._grow(top)
             return self.dense[contexts]
         out = np.empty(contexts.shape)
         small = contexts < DENSE_TOKENS
-        out[small] = self.dense[contexts[small]]
+        if small.any():  # the dense pages only as far as the short contexts reach
+            self._grow(int(contexts[small].max()))
+            out[small] = self.dense[contexts[small]]
         big = contexts[~small]
         values = np.empty(big.shape)
         page_of = big // PAGE_TOKENS
