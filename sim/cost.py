@@ -6,7 +6,7 @@ Per layer kind (identical layers are priced once and multiplied):
                  expert, router: one GEMM each at the step's token count
     MoE experts  the routed experts of the batch's tokens
     attention    per sequence: prefill chunks (q new tokens over c cached) and decodes (each
-                 sequence's own KV read), plus one launch floor per step
+                 sequence's own KV read), plus one launch floor per step (sim/attention_cost.py)
     elementwise  fused add+norm twice, activation, rotary embedding
     all-reduce   twice per layer with TP > 1
 plus the embedding, LM head and sampler once per step, the kernel launches CUDA graphs do not
@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sim.context_table import ContextTable
+from sim.attention_cost import AttentionCost
 from sim.cost_profile import CostProfile
-from sim.kernels import AttentionShape, KernelPricer
+from sim.kernels import KernelPricer
 from sim.memory import kv_heads_per_gpu
 from sim.model import Attention, Layer, ModelSpec
 from sim.scheduler import StepPlan
@@ -137,25 +137,18 @@ class CostModel:
         self.kv_heads = kv_heads_per_gpu(model, tp)
         self.capture_sizes = list(settings.cudagraph_capture_sizes)
         self.terms = [self._terms(layer, count) for layer, count in model.layer_groups.items()]
-        self.shapes = {  # the attention kernel of each layer kind, for the pricer
-            id(t.layer): AttentionShape(
-                self.heads,
-                self.kv_heads,
-                model.head_dim,
-                t.layer.window_tokens or 0,
-                t.layer.attention is Attention.CHUNKED,
-                self.kv_dtype,
-                settings.attention_backend,
-            )
-            for t in self.terms
-        }
+        self.attention = AttentionCost(
+            model,
+            pricer,
+            [(t.layer, t.count) for t in self.terms],
+            tp,
+            settings.kv_cache_dtype,
+            settings.attention_backend,
+        )
+        self.shapes = self.attention.shapes
         self._memo: dict[int, tuple[float, float, float, float]] = {}  # by token count
         self._lm_head: dict[int, float] = {}  # by batch size
-        self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_attention
         self._decode_base: dict[int, StepCost] = {}  # see decode_run
-        self._decode_info: list | None = None  # see _decode_terms
-        self._tables: dict[tuple[int, int, bool], ContextTable] = {}
-        self._floors: dict[tuple[str, AttentionShape], float] = {}
 
     def _terms(self, layer: Layer, count: int) -> _LayerTerms:
         m, tp, h = self.model, self.tp, self.model.hidden_size
@@ -223,142 +216,6 @@ class CostModel:
             return layers * p.piecewise_eager_kernels_per_layer * p.kernel_launch_s, padded
         per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
         return layers * per_layer * p.kernel_launch_s, num_tokens
-
-    def _prefill_attention(self, pre_q: list[int], pre_c: list[int]) -> float:
-        """Seconds of every layer's prefill attention for the step's chunks, launch floors
-        included."""
-        m, pr = self.model, self.pricer
-        n_pre = len(pre_q)
-        total = 0.0
-        for index, term in enumerate(self.terms):
-            layer = term.layer
-            if layer.attention is Attention.LINEAR:
-                flops, state = self._linear_terms()
-                pre = pr.linear_attention_s(float(sum(pre_q)), n_pre, flops, state)
-            elif layer.attention is Attention.MLA:
-                a = m.mla
-                latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
-                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-                q, c = np.array(pre_q, dtype=np.int64), np.array(pre_c, dtype=np.int64)
-                pre = float(
-                    pr.mla_prefill_s(
-                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
-                    ).sum()
-                )
-            else:
-                shape = self.shapes[id(layer)]
-                pre = self._prefill_chunks(index, shape, pre_q, pre_c)
-                pre += self._floor("attention_prefill", shape)
-            total += term.count * pre
-        return total
-
-    def _prefill_chunks(self, index: int, shape, pre_q: list[int], pre_c: list[int]) -> float:
-        """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
-        after c cached, beside n - 1 other chunks) priced alone, once, and remembered."""
-        n = len(pre_q)
-        memo = self._prefill
-        total = 0.0
-        for q, c in zip(pre_q, pre_c, strict=True):
-            key = (index, q, c, n)
-            value = memo.get(key)
-            if value is None:
-                value = memo[key] = self.pricer.prefill_chunk_s(q, c, n, shape)
-            total += value
-        return total
-
-    def _linear_terms(self) -> tuple[float, float]:
-        """(FLOPs per token, state bytes per sequence) of a linear-attention layer on one GPU."""
-        lin = self.model.linear
-        flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
-        state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
-        return flops, state
-
-    def _floor(self, kind: str, shape: AttentionShape) -> float:
-        key = (kind, shape)
-        if key not in self._floors:
-            self._floors[key] = self.pricer.attention_floor_s(kind, shape)
-        return self._floors[key]
-
-    def _table(self, index: int, num_seqs: int, mixed: bool) -> ContextTable:
-        """Per-sequence decode attention seconds of layer kind `index` by context, for a step
-        that decodes `num_seqs` sequences (beside a prefill chunk when `mixed`)."""
-        layer = self.terms[index].layer
-        mla = layer.attention is Attention.MLA  # priced per sequence alone
-        key = (index, 0, False) if mla else (index, num_seqs, mixed)
-        table = self._tables.get(key)
-        if table is None:
-            m, pr = self.model, self.pricer
-            if layer.attention is Attention.MLA:
-                a = m.mla
-                latent = m.kv_bytes_per_token_of(layer, self.settings.kv_cache_dtype)
-
-                def per_sequence(c):
-                    return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
-            else:
-                shape = self.shapes[id(layer)]
-
-                def per_sequence(c):
-                    return pr.decode_s(c, num_seqs, shape, mixed=mixed)
-
-            table = self._tables[key] = ContextTable(per_sequence)
-        return table
-
-    def decode_attention(self, contexts: np.ndarray, mixed: bool) -> np.ndarray:
-        """Seconds of every layer's decode attention for each row of `contexts` (steps x
-        sequences, each row one step's decodes), launch floors included."""
-        steps, num_seqs = contexts.shape
-        total = np.zeros(steps)
-        if num_seqs == 0:
-            return total
-        for index, count, attention, floor in self._decode_terms():
-            if attention is Attention.LINEAR:
-                flops, state = self._linear_terms()
-                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
-            else:
-                # sequential row sums: np.sum's order depends on the array's shape
-                per_seq = self._table(index, num_seqs, mixed)(contexts)
-                dec = np.cumsum(per_seq, axis=1)[:, -1]
-                if floor is not None and not mixed:
-                    dec = dec + floor
-            total += count * dec
-        return total
-
-    def decode_attention_one(self, contexts: list[int], mixed: bool) -> float:
-        """decode_attention of one step, in plain Python: the same operations in the same
-        order, so the same bits (a step alone is cheaper this way than through numpy)."""
-        num_seqs = len(contexts)
-        total = 0.0
-        if num_seqs == 0:
-            return total
-        for index, count, attention, floor in self._decode_terms():
-            if attention is Attention.LINEAR:
-                flops, state = self._linear_terms()
-                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
-            else:
-                values = self._table(index, num_seqs, mixed).row(contexts)
-                dec = values[0]
-                for value in values[1:]:  # sequential, as np.cumsum
-                    dec += value
-                if floor is not None and not mixed:
-                    dec = dec + floor
-            total += count * dec
-        return total
-
-    def _decode_terms(self) -> list[tuple[int, int, Attention, float | None]]:
-        """Per layer kind: (index, layer count, attention, decode launch floor or None)."""
-        if self._decode_info is None:
-            self._decode_info = [
-                (
-                    index,
-                    term.count,
-                    term.layer.attention,
-                    None
-                    if term.layer.attention in (Attention.LINEAR, Attention.MLA)
-                    else self._floor("attention_decode", self.shapes[id(term.layer)]),
-                )
-                for index, term in enumerate(self.terms)
-            ]
-        return self._decode_info
 
     def step_cost(self, plan: StepPlan) -> StepCost:
         pre_q, pre_c, dec_c = [], [], []
@@ -456,8 +313,8 @@ class CostModel:
         prefill_tokens = sum(pre_q)
         launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
         linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
-        prefill = self._prefill_attention(pre_q, pre_c) if pre_q else 0.0
-        decode = self.decode_attention_one(dec_c, bool(pre_q))
+        prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
+        decode = self.attention.decode_one(dec_c, bool(pre_q))
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
         p2p = 0.0
         if self.pp > 1:
@@ -484,7 +341,7 @@ class CostModel:
             c.linear_s
             + c.moe_s
             + c.attention_prefill_s
-            + self.decode_attention_one(contexts, False)
+            + self.attention.decode_one(contexts, False)
         )
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
         return max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
@@ -503,7 +360,7 @@ class CostModel:
         holding step k's contexts: the same sums, in the same order, as step_cost of each
         step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
         c = self._decode_base_of(contexts[0])
-        decode = self.decode_attention(contexts, False)
+        decode = self.attention.decode(contexts, False)
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
         total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s

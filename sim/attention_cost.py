@@ -1,0 +1,187 @@
+"""Attention seconds of a step, every layer kind's: prefill chunks and decodes.
+
+Prefill: each chunk (q new tokens after c cached, beside n - 1 other chunks) is priced alone,
+once, and remembered (KernelPricer.prefill_chunk_s). Decode: a sequence's attention depends on
+its context alone for a given batch, so it is looked up in a ContextTable per (layer kind,
+batch size, beside a prefill or not) and summed in order; decode() prices many steps at once
+(rows of a steps x sequences matrix, for fast-forwarded runs) and decode_one() one step in
+plain Python, with the same operations in the same order, hence the same bits. MLA and linear
+attention are priced by the roofline prior (sim/kernels.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.context_table import ContextTable
+from sim.kernels import AttentionShape, KernelPricer
+from sim.memory import kv_heads_per_gpu
+from sim.model import Attention, Layer, ModelSpec
+from sim.roofline import ACT_BYTES
+
+
+class AttentionCost:
+    def __init__(
+        self,
+        model: ModelSpec,
+        pricer: KernelPricer,
+        layers: list[tuple[Layer, int]],
+        tp: int,
+        kv_cache_dtype: str,
+        backend: str,
+    ):
+        self.model, self.pricer, self.layers, self.tp = model, pricer, layers, tp
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_dtype = "fp8" if kv_cache_dtype == "fp8" else "bf16"
+        self.heads = model.num_q_heads // tp
+        self.shapes = {  # the attention kernel of each layer kind, for the pricer
+            id(layer): AttentionShape(
+                self.heads,
+                kv_heads_per_gpu(model, tp),
+                model.head_dim,
+                layer.window_tokens or 0,
+                layer.attention is Attention.CHUNKED,
+                self.kv_dtype,
+                backend,
+            )
+            for layer, _ in layers
+        }
+        self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_chunks
+        self._tables: dict[tuple[int, int, bool], ContextTable] = {}  # see _table
+        self._floors: dict[tuple[str, AttentionShape], float] = {}
+        self._decode_info: list | None = None  # see _decode_terms
+
+    def prefill(self, pre_q: list[int], pre_c: list[int]) -> float:
+        """Seconds of every layer's prefill attention for the step's chunks, launch floors
+        included."""
+        m, pr = self.model, self.pricer
+        n_pre = len(pre_q)
+        total = 0.0
+        for index, (layer, count) in enumerate(self.layers):
+            if layer.attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                pre = pr.linear_attention_s(float(sum(pre_q)), n_pre, flops, state)
+            elif layer.attention is Attention.MLA:
+                a = m.mla
+                latent = m.kv_bytes_per_token_of(layer, self.kv_cache_dtype)
+                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+                q, c = np.array(pre_q, dtype=np.int64), np.array(pre_c, dtype=np.int64)
+                pre = float(
+                    pr.mla_prefill_s(
+                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
+                    ).sum()
+                )
+            else:
+                shape = self.shapes[id(layer)]
+                pre = self._prefill_chunks(index, shape, pre_q, pre_c)
+                pre += self._floor("attention_prefill", shape)
+            total += count * pre
+        return total
+
+    def _prefill_chunks(self, index: int, shape, pre_q: list[int], pre_c: list[int]) -> float:
+        """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
+        after c cached, beside n - 1 other chunks) priced alone, once, and remembered."""
+        n = len(pre_q)
+        memo = self._prefill
+        total = 0.0
+        for q, c in zip(pre_q, pre_c, strict=True):
+            key = (index, q, c, n)
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = self.pricer.prefill_chunk_s(q, c, n, shape)
+            total += value
+        return total
+
+    def _linear_terms(self) -> tuple[float, float]:
+        """(FLOPs per token, state bytes per sequence) of a linear-attention layer on one GPU."""
+        lin = self.model.linear
+        flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
+        state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
+        return flops, state
+
+    def _floor(self, kind: str, shape: AttentionShape) -> float:
+        key = (kind, shape)
+        if key not in self._floors:
+            self._floors[key] = self.pricer.attention_floor_s(kind, shape)
+        return self._floors[key]
+
+    def _table(self, index: int, num_seqs: int, mixed: bool) -> ContextTable:
+        """Per-sequence decode attention seconds of layer kind `index` by context, for a step
+        that decodes `num_seqs` sequences (beside a prefill chunk when `mixed`)."""
+        layer = self.layers[index][0]
+        mla = layer.attention is Attention.MLA  # priced per sequence alone
+        key = (index, 0, False) if mla else (index, num_seqs, mixed)
+        table = self._tables.get(key)
+        if table is None:
+            m, pr = self.model, self.pricer
+            if layer.attention is Attention.MLA:
+                a = m.mla
+                latent = m.kv_bytes_per_token_of(layer, self.kv_cache_dtype)
+
+                def per_sequence(c):
+                    return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
+            else:
+                shape = self.shapes[id(layer)]
+
+                def per_sequence(c):
+                    return pr.decode_s(c, num_seqs, shape, mixed=mixed)
+
+            table = self._tables[key] = ContextTable(per_sequence)
+        return table
+
+    def decode(self, contexts: np.ndarray, mixed: bool) -> np.ndarray:
+        """Seconds of every layer's decode attention for each row of `contexts` (steps x
+        sequences, each row one step's decodes), launch floors included."""
+        steps, num_seqs = contexts.shape
+        total = np.zeros(steps)
+        if num_seqs == 0:
+            return total
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+            else:
+                # sequential row sums: np.sum's order depends on the array's shape
+                per_seq = self._table(index, num_seqs, mixed)(contexts)
+                dec = np.cumsum(per_seq, axis=1)[:, -1]
+                if floor is not None and not mixed:
+                    dec = dec + floor
+            total += count * dec
+        return total
+
+    def decode_one(self, contexts: list[int], mixed: bool) -> float:
+        """decode() of one step, in plain Python: the same operations in the same
+        order, so the same bits (a step alone is cheaper this way than through numpy)."""
+        num_seqs = len(contexts)
+        total = 0.0
+        if num_seqs == 0:
+            return total
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+            else:
+                values = self._table(index, num_seqs, mixed).row(contexts)
+                dec = values[0]
+                for value in values[1:]:  # sequential, as np.cumsum
+                    dec += value
+                if floor is not None and not mixed:
+                    dec = dec + floor
+            total += count * dec
+        return total
+
+    def _decode_terms(self) -> list[tuple[int, int, Attention, float | None]]:
+        """Per layer kind: (index, layer count, attention, decode launch floor or None)."""
+        if self._decode_info is None:
+            self._decode_info = [
+                (
+                    index,
+                    count,
+                    layer.attention,
+                    None
+                    if layer.attention in (Attention.LINEAR, Attention.MLA)
+                    else self._floor("attention_decode", self.shapes[id(layer)]),
+                )
+                for index, (layer, count) in enumerate(self.layers)
+            ]
+        return self._decode_info
