@@ -133,27 +133,29 @@ class AttentionCost:
         """Seconds of every layer's decode attention for each row of `contexts` (steps x
         sequences, each row one step's decodes), launch floors included."""
         steps, num_seqs = contexts.shape
-        total = np.zeros(steps)
-        if num_seqs == 0:
-            return total
-        for index, count, attention, floor in self._decode_terms():
-            if attention is Attention.LINEAR:
-                flops, state = self._linear_terms()
-                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
-            else:
-                # sequential row sums: np.sum's order depends on the array's shape
-                per_seq = self._table(index, num_seqs, mixed)(contexts)
-                dec = np.cumsum(per_seq, axis=1)[:, -1]
-                if floor is not None and not mixed:
-                    dec = dec + floor
-            total += count * dec
-        return total
+
+        def layer_sum(table: ContextTable) -> np.ndarray:
+            # sequential row sums: np.sum's order depends on the array's shape
+            return np.cumsum(table(contexts), axis=1)[:, -1]
+
+        return self._decode_total(num_seqs, mixed, layer_sum, np.zeros(steps))
 
     def decode_one(self, contexts: list[int], mixed: bool) -> float:
-        """decode() of one step, in plain Python: the same operations in the same
-        order, so the same bits (a step alone is cheaper this way than through numpy)."""
-        num_seqs = len(contexts)
-        total = 0.0
+        """decode() of one step, in plain Python: the same operations in the same order, so
+        the same bits (a step alone is cheaper this way than through numpy)."""
+
+        def layer_sum(table: ContextTable) -> float:
+            values = table.row(contexts)
+            total = values[0]
+            for value in values[1:]:  # sequential, as np.cumsum
+                total += value
+            return total
+
+        return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
+
+    def _decode_total(self, num_seqs: int, mixed: bool, layer_sum, total):
+        """Sum over layer kinds of count x (the kind's per-sequence sum + its launch floor),
+        starting from `total` (0.0, or zeros per step)."""
         if num_seqs == 0:
             return total
         for index, count, attention, floor in self._decode_terms():
@@ -161,10 +163,7 @@ class AttentionCost:
                 flops, state = self._linear_terms()
                 dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
             else:
-                values = self._table(index, num_seqs, mixed).row(contexts)
-                dec = values[0]
-                for value in values[1:]:  # sequential, as np.cumsum
-                    dec += value
+                dec = layer_sum(self._table(index, num_seqs, mixed))
                 if floor is not None and not mixed:
                     dec = dec + floor
             total += count * dec
