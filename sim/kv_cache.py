@@ -22,6 +22,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
         self.req_blocks: dict[int, list[Block]] = {}
         self.num_cached_blocks: dict[int, int] = {}
+        self.private_from: dict[int, int] = {}  # request id -> its first private block
 
     @property
     def num_free_blocks(self) -> int:
@@ -86,15 +87,35 @@ class KVCacheManager:
         return new_blocks
 
     def _cache_full_blocks(self, req: Request, num_tokens: int) -> None:
+        """Hash and cache the blocks `num_tokens` fill; a request's private blocks (those no
+        other request can share) are only counted here, and hashed if it is preempted."""
         num_full = num_tokens // self.block_size
         num_cached = self.num_cached_blocks.get(req.request_id, 0)
         if num_full <= num_cached:
             return
-        hashes = req.full_block_hashes(num_full, self.block_size)
-        blocks = self.req_blocks[req.request_id]
-        for j in range(num_cached, num_full):
-            self.pool.cache_full_block(blocks[j], hashes[j])
+        self._hash_blocks(req, num_cached, min(num_full, self._private_from(req)))
         self.num_cached_blocks[req.request_id] = num_full
+
+    def _hash_blocks(self, req: Request, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        hashes = req.full_block_hashes(stop, self.block_size)
+        blocks = self.req_blocks[req.request_id]
+        for j in range(start, stop):
+            self.pool.cache_full_block(blocks[j], hashes[j])
+
+    def _private_from(self, req: Request) -> int:
+        """The first block whose content no other request of the workload has (the first
+        that covers content id first_private_id)."""
+        first = self.private_from.get(req.request_id)
+        if first is None:
+            if req.first_private_id is None:
+                first = 1 << 62
+            else:
+                covered = req.first_private_id * req.content_block_tokens + 1
+                first = -(-covered // self.block_size) - 1
+            self.private_from[req.request_id] = first
+        return first
 
     def num_blocks_of(self, req: Request) -> int:
         return len(self.req_blocks.get(req.request_id, ()))
@@ -109,10 +130,15 @@ class KVCacheManager:
         blocks = self.pool.get_new_blocks(cdiv(num_tokens, self.block_size))
         self.req_blocks[req.request_id] = blocks
 
-    def free(self, req: Request) -> None:
-        """Release req's blocks; its last blocks are queued for eviction first."""
+    def free(self, req: Request, finished: bool = False) -> None:
+        """Release req's blocks; its last blocks are queued for eviction first. A request
+        that will be recomputed (not `finished`) has its private full blocks hashed first,
+        so it can find them again, as if they had been cached when filled."""
+        num_cached = self.num_cached_blocks.pop(req.request_id, 0)
+        if self.enable_caching and not finished and req.request_id in self.req_blocks:
+            self._hash_blocks(req, self._private_from(req), num_cached)
+        self.private_from.pop(req.request_id, None)
         blocks = self.req_blocks.pop(req.request_id, [])
-        self.num_cached_blocks.pop(req.request_id, None)
         self.pool.free_blocks(blocks[::-1])
 
     def check_invariants(self) -> None:
@@ -126,4 +152,6 @@ class KVCacheManager:
         for req_id, num_cached in self.num_cached_blocks.items():
             blocks = self.req_blocks[req_id]
             assert num_cached <= len(blocks)
-            assert all(b.block_hash is not None for b in blocks[:num_cached])
+            # hashed when filled, up to the private blocks (hashed only on preemption)
+            hashed = min(num_cached, self.private_from.get(req_id, num_cached))
+            assert all(b.block_hash is not None for b in blocks[:hashed])

@@ -35,6 +35,9 @@ class Request:
     content_ids: list[int]
     content_block_tokens: int
     priority: int = 0  # lower is served first (policy=priority)
+    # Index of the first content id no other request of the workload has (None: none, or
+    # unknown). From the block holding it on, no other request can share this one's KV.
+    first_private_id: int | None = None
     status: Status = Status.WAITING
     num_output_tokens: int = 0
     num_computed_tokens: int = 0

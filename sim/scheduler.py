@@ -189,7 +189,7 @@ class SchedulerBase:
             if out >= req.max_output_len:
                 req.status = Status.FINISHED
                 req.finish_s = end_s
-                self.kv.free(req)
+                self.kv.free(req, finished=True)
                 finished.append(req)
         self.itl.add(gaps)
         if finished:

@@ -83,7 +83,7 @@ class StaticScheduler(SchedulerBase):
         for req in finished:  # the batch's responses complete together
             req.status = Status.FINISHED
             req.finish_s = end_s
-            self.kv.free(req)
+            self.kv.free(req, finished=True)
         return finished
 
     def check_invariants(self) -> None:

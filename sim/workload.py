@@ -33,6 +33,9 @@ class Workload:
     description: str
     priority: np.ndarray | None = None  # int64 per request (lower is served first), or None
     warmup: int = 0  # the first `warmup` requests are left out of the metrics
+    # per request, the index of its first content id no other request has (its length when
+    # every id is shared); None: not worked out, every block treated as shareable
+    first_private: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_len)
@@ -47,6 +50,11 @@ class Workload:
             content_ids=self.content_ids[lo:hi].tolist(),
             content_block_tokens=self.content_block_tokens,
             priority=0 if self.priority is None else int(self.priority[i]),
+            first_private_id=(
+                None
+                if self.first_private is None or self.first_private[i] >= hi - lo
+                else int(self.first_private[i])
+            ),
         )
 
 
@@ -81,6 +89,7 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
         desc,
         priority,
         cfg.warmup_requests,
+        first_private_ids(ids, offsets),
     )
 
 
@@ -197,6 +206,12 @@ def _content(cfg: WorkloadConfig, prompt, output, hashes, rng):
     ]
     next_id += cfg.num_shared_prefixes * prefix_blocks
     choice = rng.integers(cfg.num_shared_prefixes, size=n)
+    if prefix_blocks == 0 and cfg.turns_per_session == 1:  # nothing shared: fresh ids
+        prompt += cfg.shared_prefix_tokens  # a prefix shorter than a block, never shared
+        need = -(-(prompt + output) // block)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(need)
+        return np.arange(next_id, next_id + offsets[-1], dtype=np.int64), offsets, block
     width = cfg.concurrent_sessions
     window = width * cfg.turns_per_session
     last_turn: dict[int, tuple[list[int], int]] = {}  # session -> (ids, tokens of prompt+output)
@@ -217,6 +232,33 @@ def _content(cfg: WorkloadConfig, prompt, output, hashes, rng):
         per_req.append(ids)
         last_turn[session] = (ids, int(prompt[i]) + int(output[i]))
     return _flatten(per_req, block)
+
+
+def first_private_ids(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per request, the index (within its own ids) of its first content id that no other
+    request has: from the KV block holding it on, nothing it computes can be a prefix-cache
+    hit for anyone else (the KV cache then hashes those blocks only if the request is
+    preempted, the one way it can hit them itself). Its length when every id is shared."""
+    lengths = np.diff(offsets)
+    if len(ids) == 0:
+        return lengths.copy()
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    if ids.min() >= 0 and ids.max() < 4 * len(ids) + 1024:
+        repeated = np.bincount(ids)[ids] > 1
+    else:
+        _, where, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        repeated = counts[where] > 1
+    private = ~repeated
+    if repeated.any():  # an id seen more than once is still private if one request has all
+        sub = np.flatnonzero(repeated)
+        order = np.lexsort((owner[sub], ids[sub]))
+        sub_ids, sub_owner = ids[sub][order], owner[sub][order]
+        starts = np.flatnonzero(np.r_[True, sub_ids[1:] != sub_ids[:-1]])
+        alone = np.minimum.reduceat(sub_owner, starts) == np.maximum.reduceat(sub_owner, starts)
+        private[sub[order]] = np.repeat(alone, np.diff(np.r_[starts, len(sub)]))
+    position = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)
+    first = np.where(private, position, np.iinfo(np.int64).max)
+    return np.minimum(np.minimum.reduceat(first, offsets[:-1]), lengths)
 
 
 def _flatten(per_req: list[list[int]], block: int):
