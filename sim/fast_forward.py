@@ -95,6 +95,10 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
         return None
     if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
+    if not chunked:  # a finish within MIN_DECODE_STEPS steps rules a decode-only run out
+        for r in running:
+            if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
+                return None
     run = _Run(engine, now)
     if not run.pure_decode():
         if not chunked:

@@ -41,6 +41,8 @@ class KVCacheManager:
         if not self.enable_caching:
             return [], 0
         max_blocks = (req.num_tokens - 1) // self.block_size
+        if not req.num_preemptions:  # its private blocks were never hashed: no hit there
+            max_blocks = min(max_blocks, self._first_private_block(req))
         hits: list[Block] = []
         for block_hash in req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]:
             block = self.pool.get_cached_block(block_hash)
@@ -109,13 +111,14 @@ class KVCacheManager:
         that covers content id first_private_id)."""
         first = self.private_from.get(req.request_id)
         if first is None:
-            if req.first_private_id is None:
-                first = 1 << 62
-            else:
-                covered = req.first_private_id * req.content_block_tokens + 1
-                first = -(-covered // self.block_size) - 1
-            self.private_from[req.request_id] = first
+            first = self.private_from[req.request_id] = self._first_private_block(req)
         return first
+
+    def _first_private_block(self, req: Request) -> int:
+        if req.first_private_id is None:
+            return 1 << 62
+        covered = req.first_private_id * req.content_block_tokens + 1
+        return -(-covered // self.block_size) - 1
 
     def num_blocks_of(self, req: Request) -> int:
         return len(self.req_blocks.get(req.request_id, ()))
