@@ -334,8 +334,9 @@ class CostModel:
             pp=self.pp,
         )
 
-    def decode_step_s(self, contexts: list[int]) -> float:
-        """total_s of one decode-only step at these contexts (as decode_run's first row)."""
+    def decode_step(self, contexts: list[int]) -> tuple[float, float, float]:
+        """(gpu_s, cpu_s, total_s) of one decode-only step at these contexts, in plain
+        Python: the same sums in the same order as decode_run's rows and as step_cost."""
         c = self._decode_base_of(contexts)
         gpu = (
             c.linear_s
@@ -344,7 +345,7 @@ class CostModel:
             + self.attention.decode_one(contexts, False)
         )
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
-        return max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+        return gpu, c.cpu_s, max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
 
     def _decode_base_of(self, contexts) -> StepCost:
         """A decode-only step's cost at these contexts, whose every part but the attention

@@ -206,8 +206,7 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
     if steps < minimum or now >= horizon:
         return
     if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
-        steps = min(steps, int((horizon - now) / engine.cost.decode_step_s(c)) + 2)
-    first = np.array(c, dtype=np.int64)
+        steps = min(steps, int((horizon - now) / engine.cost.decode_step(c)[2]) + 2)
     kv = engine.kv
     calls, new_per_step = _block_calls(c, held, kv.block_size, steps, kv.enable_caching)
     taken = 0
@@ -218,10 +217,8 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
             break
     if steps < minimum:
         return
-    contexts = first[None, :] + np.arange(steps, dtype=np.int64)[:, None]
-    gpu_s, cpu_s, total_s = engine.cost.decode_run(contexts)
-    ends = np.cumsum(np.concatenate(([now], total_s)))
-    steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
+    gpu_s, cpu_s, total_s, ends = _price_rows(engine, c, steps, now, horizon)
+    steps = len(total_s)
     if steps < minimum:
         return
     batch = len(c)
@@ -234,7 +231,7 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
     used = run.used + np.cumsum(new_per_step[1 : steps + 1])
     run.used = int(used[-1])
     run.free -= int(sum(new_per_step[1 : steps + 1]))
-    first_end = float(ends[1])
+    first_end = ends[1]
     if run.measure_from == 0:  # every request measured
         run.gaps.extend([first_end - last for last in run.last_s])
         measured = batch
@@ -249,22 +246,54 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
         )
         measured = sum(r >= run.measure_from for r in ids)
     if steps > 1 and measured:
-        run.gap_pairs.append((ends[2 : steps + 1] - ends[1:steps], measured))
-    end = float(ends[steps])
+        later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
+        run.gap_pairs.append((np.array(later), measured))
+    end = ends[steps]
     block_size = kv.block_size
     run.computed = c = [x + steps for x in c]
     run.outputs = [x + steps for x in out]
     run.held = [max(h, -(-x // block_size)) for h, x in zip(held, c, strict=True)]
     run.last_s = [end] * batch
-    run.ends.extend(ends[1 : steps + 1].tolist())
-    run.durations.extend(total_s[:steps].tolist())
+    run.ends.extend(ends[1 : steps + 1])
+    run.durations.extend(total_s)
     col = run.columns
-    col["gpu_s"].extend(gpu_s[:steps].tolist())
-    col["cpu_s"].extend(cpu_s[:steps].tolist())
+    col["gpu_s"].extend(gpu_s)
+    col["cpu_s"].extend(cpu_s)
     col["prefill_tokens"].extend([0] * steps)
     col["decode_tokens"].extend([batch] * steps)
     col["batch_size"].extend([batch] * steps)
     col["kv_used"].extend(used.tolist())
+
+
+SMALL_RUN_VALUES = 512  # steps x batch up to which rows are priced in plain Python
+
+
+def _price_rows(engine: Engine, computed: list[int], steps: int, now: float, horizon: float):
+    """(gpu_s, cpu_s, total_s, ends) of up to `steps` decode-only steps from `now`, as lists,
+    stopping before the first that starts at or after `horizon`; ends[0] is `now`. Small runs
+    are priced step by step in plain Python, larger ones in one numpy call: the same bits."""
+    cost = engine.cost
+    if steps * len(computed) <= SMALL_RUN_VALUES:
+        gpu_s, cpu_s, total_s, ends = [], [], [], [now]
+        for k in range(steps):
+            if ends[-1] >= horizon:
+                break
+            gpu, cpu, total = cost.decode_step([x + k for x in computed])
+            gpu_s.append(gpu)
+            cpu_s.append(cpu)
+            total_s.append(total)
+            ends.append(ends[-1] + total)
+        return gpu_s, cpu_s, total_s, ends
+    first = np.array(computed, dtype=np.int64)
+    gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
+    ends = np.cumsum(np.concatenate(([now], total)))
+    steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
+    return (
+        gpu[:steps].tolist(),
+        cpu[:steps].tolist(),
+        total[:steps].tolist(),
+        ends[: steps + 1].tolist(),
+    )
 
 
 def _block_calls(computed, held, block_size: int, steps: int, caching: bool):

@@ -84,3 +84,14 @@ def test_plain_loop_fast_forwards_the_same():
     assert sa.equals(sb)
     for field in ("finish_s", "first_token_s", "output_tokens", "status"):
         assert (getattr(ra, field).tobytes()) == getattr(rb, field).tobytes(), field
+
+
+@pytest.mark.parametrize("small", [0, 10**9])
+def test_both_ways_of_pricing_a_run_agree(small, tmp_path, monkeypatch):
+    """Runs priced in one numpy call (small=0) or step by step in Python (all runs small)."""
+    monkeypatch.setattr("sim.fast_forward.SMALL_RUN_VALUES", small)
+    common = ["output.report=false", "workload.num_requests=120", "scenario=multi_turn"]
+    step = _run(tmp_path, "step", monkeypatch, *common, "fast_forward=false")
+    jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")
+    for file in ("requests.parquet", "steps.parquet"):
+        assert (step / file).read_bytes() == (jump / file).read_bytes(), file
