@@ -91,7 +91,7 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
         return None
     newest = running[-1]  # a prefill in progress is usually the newest request's
     chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
-    if chunked and not getattr(sched, "chunked_runs", False):
+    if chunked and not sched.chunked_runs:
         return None
     if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
