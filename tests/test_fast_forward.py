@@ -89,7 +89,7 @@ def test_plain_loop_fast_forwards_the_same():
 @pytest.mark.parametrize("small", [0, 10**9])
 def test_both_ways_of_pricing_a_run_agree(small, tmp_path, monkeypatch):
     """Runs priced in one numpy call (small=0) or step by step in Python (all runs small)."""
-    monkeypatch.setattr("sim.fast_forward.SMALL_RUN_VALUES", small)
+    monkeypatch.setattr("sim.fast_forward.PYTHON_ROWS", small)
     common = ["output.report=false", "workload.num_requests=120", "scenario=multi_turn"]
     step = _run(tmp_path, "step", monkeypatch, *common, "fast_forward=false")
     jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")
