@@ -28,7 +28,6 @@ from sim.kv_cache import KVCacheManager, cdiv
 from sim.request import Request
 from sim.scheduler import SchedulerBase, StepPlan
 from sim.settings import EngineSettings
-from sim.versions import version_tuple
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's cap on max_new_tokens in admission estimates
 RETRACT_DECODE_STEPS = 20  # decode steps the batch must be able to run after a retraction
@@ -46,10 +45,8 @@ class SglangScheduler(SchedulerBase):
         self.decay = settings.new_token_ratio_decay
         self.new_token_ratio = self.init_ratio
         # 0.3/0.4 retract until 20 decode steps' tokens are free; 0.5 until one step fits
-        self.retract_steps = (
-            RETRACT_DECODE_STEPS if version_tuple(settings.rule_set) < (0, 5, 0) else 1
-        )
-        self.ratio_denominator_extra = 1 if version_tuple(settings.rule_set) >= (0, 5, 0) else 0
+        self.retract_steps = settings.retract_decode_steps
+        self.ratio_denominator_extra = settings.retract_ratio_offset
         self.chunked: Request | None = None  # the request whose prefill is in progress
         self.batch_is_full = False  # admission failed; retry once a running request leaves
         self.num_retractions = 0

@@ -53,6 +53,8 @@ class EngineSettings:
     new_token_ratio: float  # SGLang: share of max_new_tokens admission reserves, at first
     min_new_token_ratio: float  # ... and the floor it decays to
     new_token_ratio_decay: float  # ... per decode step
+    retract_decode_steps: int  # SGLang: retract until what is left can decode this many steps
+    retract_ratio_offset: int  # SGLang: added to the ratio's denominator after a retraction
     cpu_step_overhead_s: float  # engine-loop CPU time per step: scheduling, input prep
     cpu_per_seq_overhead_s: float  # ... and per running sequence
     cpu_output_per_seq_s: float  # output processing per running sequence (detokenise, stream)
@@ -130,6 +132,8 @@ CATEGORY: dict[str, Category] = {
     "new_token_ratio": Category.SCHEDULING,
     "min_new_token_ratio": Category.SCHEDULING,
     "new_token_ratio_decay": Category.SCHEDULING,
+    "retract_decode_steps": Category.SCHEDULING,
+    "retract_ratio_offset": Category.SCHEDULING,
     "cpu_step_overhead_s": Category.SCHEDULING,
     "cpu_per_seq_overhead_s": Category.SCHEDULING,
     "cpu_output_per_seq_s": Category.SCHEDULING,

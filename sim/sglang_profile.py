@@ -53,6 +53,8 @@ APPLICABLE = (
     "new_token_ratio",
     "min_new_token_ratio",
     "new_token_ratio_decay",
+    "retract_decode_steps",
+    "retract_ratio_offset",
     "cpu_step_overhead_s",
     "cpu_per_seq_overhead_s",
     "cpu_output_per_seq_s",
@@ -165,6 +167,12 @@ def defaults(
         (INIT_RATIO - low) / DECAY_STEPS,
         f"{at}: (init - min) / 600 per decode step",
     )
+    if v < (0, 5, 0):
+        put("retract_decode_steps", 20, f"{at}: retract until 20 decode steps' tokens are free")
+        put("retract_ratio_offset", 0, f"{at}: new ratio = (decoded + 20 x left) / max_new_tokens")
+    else:
+        put("retract_decode_steps", 1, f"{at}: retract until one more decode step fits")
+        put("retract_ratio_offset", 1, f"{at}: the new ratio's denominator gains 1")
     cpu, rule = cpu_overheads("sglang", release)
     for knob, value in cpu.items():
         put(knob, value, rule)

@@ -73,6 +73,8 @@ def defaults(
         ("new_token_ratio", 0.0),
         ("min_new_token_ratio", 0.0),
         ("new_token_ratio_decay", 0.0),
+        ("retract_decode_steps", 0),
+        ("retract_ratio_offset", 0),
         ("swap_space_bytes", 0),
         ("block_watermark", 0.0),
         ("num_gpu_blocks_override", 0),

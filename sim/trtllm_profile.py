@@ -90,6 +90,8 @@ def defaults(
     put("num_scheduler_steps", 1, "not a TensorRT-LLM setting")
     for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
         put(knob, 0.0, "not a TensorRT-LLM setting")
+    for knob in ("retract_decode_steps", "retract_ratio_offset"):
+        put(knob, 0, "not a TensorRT-LLM setting")
     cpu, rule = cpu_overheads("trtllm", release)
     for knob, value in cpu.items():
         put(knob, value, rule)

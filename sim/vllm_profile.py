@@ -301,6 +301,8 @@ def defaults(
     put("capacity_policy", "", "not a vLLM setting")
     for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
         put(knob, 0.0, "not a vLLM setting")
+    for knob in ("retract_decode_steps", "retract_ratio_offset"):
+        put(knob, 0, "not a vLLM setting")
     _, block_size, _ = attention_backend(engine, release, hw, model, "auto", v1)
     put(
         "block_size",

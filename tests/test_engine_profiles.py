@@ -129,6 +129,7 @@ GOLDEN = [
         "policy": "lpm", "max_num_batched_tokens": 8192, "max_prefill_tokens": 16384,
         "gpu_memory_utilization": 0.88, "attention_backend": "FLASHINFER", "block_size": 1,
         "async_scheduling": True, "new_token_ratio": 0.7,
+        "retract_decode_steps": 20, "retract_ratio_offset": 0,
     }),
     ("sglang@0.3.6", "h100-sxm", "server", "llama-3.1-8b", {"schedule_conservativeness": 0.5},
         {"new_token_ratio": 0.35}),
@@ -140,7 +141,7 @@ GOLDEN = [
         "max_num_batched_tokens": 2048, "cudagraph_capture_sizes": (1, 2, 4, 8),
     }),
     ("sglang@0.5.23", "a100-40gb", "server", "llama-3.1-8b", {}, {
-        "max_num_batched_tokens": 4096,
+        "max_num_batched_tokens": 4096, "retract_decode_steps": 1, "retract_ratio_offset": 1,
     }),
     ("sglang@0.5.23", "b200", "server", "llama-3.1-8b", {}, {
         "max_num_batched_tokens": 16384, "attention_backend": "TRTLLM", "block_size": 64,
