@@ -43,13 +43,28 @@ class Setup:
     def from_config(cls, cfg: SimConfig) -> Setup:
         hardware = load_hardware(cfg.hardware)
         model = load_model(cfg.model)
+        _check_heads(model, cfg.parallel.tp)
+        settings = resolve(
+            cfg.engine, hardware, model, cfg.parallel.tp, cfg.entry_point, cfg.engine_args
+        )
+        return cls._build(cfg, settings, hardware, model, None)
+
+    @classmethod
+    def from_settings(
+        cls, cfg: SimConfig, settings: EngineSettings, kernel_version: str | None
+    ) -> Setup:
+        """The run of `cfg` with these engine settings, as resolve() returns them (before the
+        memory plan sizes what an engine derives from its KV pool), priced with the kernels
+        measured for `kernel_version` of the engine (default: the settings' own version).
+        upgrade_diff builds its mixtures of two versions' settings this way."""
+        model = load_model(cfg.model)
+        _check_heads(model, cfg.parallel.tp)
+        return cls._build(cfg, settings, load_hardware(cfg.hardware), model, kernel_version)
+
+    @classmethod
+    def _build(cls, cfg, settings, hardware: Hardware, model: ModelSpec, kernel_version) -> Setup:
         par = cfg.parallel
         tp = par.tp
-        if model.num_q_heads % tp:
-            raise UserError(
-                f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
-            )
-        settings = resolve(cfg.engine, hardware, model, tp, cfg.entry_point, cfg.engine_args)
         check_parallel(model, settings, par.tp, par.pp, par.ep, par.dp)
         memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp, par.ep)
         settings = after_memory(settings, memory.kv_capacity_tokens)
@@ -59,7 +74,7 @@ class Setup:
         if par.link_latency_s is not None:
             prior = replace(prior, allreduce_latency_s=par.link_latency_s)
         pricing = choose_pricer(
-            hardware, cfg.cost_profile, prior, settings.engine, settings.version
+            hardware, cfg.cost_profile, prior, settings.engine, kernel_version or settings.version
         )
         return cls(cfg, hardware, model, settings, memory, prior, pricing)
 
@@ -98,6 +113,13 @@ class Setup:
             )
             for k in range(par.dp)
         ]
+
+
+def _check_heads(model: ModelSpec, tp: int) -> None:
+    if model.num_q_heads % tp:
+        raise UserError(
+            f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
+        )
 
 
 def check_parallel(
@@ -180,9 +202,12 @@ def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
     return replace(workload, arrival_s=arrival, description=what)
 
 
-def simulate(cfg: SimConfig, progress: Progress | None = None) -> RunResult:
+def simulate(
+    cfg: SimConfig, progress: Progress | None = None, setup: Setup | None = None
+) -> RunResult:
+    """Run `cfg` (with `setup`, when given, in place of the one its config resolves to)."""
     started = time.perf_counter()
-    setup = Setup.from_config(cfg)
+    setup = setup or Setup.from_config(cfg)
     workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
     if cfg.workload.stagger:
         workload = stagger_first_wave(workload, setup)

@@ -1,0 +1,54 @@
+"""The configuration difference between two versions, and its mixtures (upgrade_diff's core)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.run import Setup, simulate
+from sim.settings import Category
+from sim.upgrade import KERNELS, diff, mixture_setup, resolved
+from tests.conftest import config
+
+PAIRS = [
+    ("vllm@0.6.3", "vllm@0.10.2"),  # V0 -> V1: scheduler, budgets, graphs, kernels
+    ("sglang@0.4.6", "sglang@0.5.23"),  # the retraction rule among the changes
+]
+
+
+def _small(engine: str):
+    return config(
+        {"num_requests": 60, "rate": 12.0, "input_len": 400, "output_len": 48},
+        engine=engine,
+        cost_profile="auto",
+    )
+
+
+@pytest.mark.parametrize(("before", "after"), PAIRS)
+def test_no_changes_and_all_changes_are_the_two_versions(before, after):
+    cfg = _small(after)
+    a = resolved(cfg, before, cfg.engine_args)
+    b = resolved(cfg, after, cfg.engine_args)
+    changes = diff(cfg, a, b)
+    assert changes and all(isinstance(c.category, Category) for c in changes)
+    for chosen, version in (((), before), (range(len(changes)), after)):
+        mixed = simulate(cfg, setup=mixture_setup(cfg, a, b, changes, chosen))
+        alone = simulate(_small(version))
+        assert mixed.requests.equals(alone.requests), version
+        assert mixed.steps.equals(alone.steps), version
+
+
+def test_the_v0_to_v1_upgrade_changes_what_the_release_notes_say():
+    cfg = _small("vllm@0.10.2")
+    changes = {c.name: c for c in diff(cfg, *(resolved(cfg, v, {}) for v in PAIRS[0]))}
+    assert (changes["scheduler"].before, changes["scheduler"].after) == ("vllm_v0", "vllm_v1")
+    assert changes["max_num_batched_tokens"].category is Category.DEFAULTS
+    assert changes["enable_prefix_caching"].after is True
+    assert KERNELS in changes or changes["attention_backend"].category is Category.KERNELS
+
+
+def test_one_version_against_itself_changes_nothing():
+    cfg = _small("vllm@0.10.2")
+    a = resolved(cfg, "vllm@0.10.2", {})
+    assert diff(cfg, a, a) == []
+    setup = Setup.from_settings(cfg, a, kernel_version=None)
+    assert setup.settings == Setup.from_config(cfg).settings
