@@ -18,7 +18,7 @@ from sim.errors import UserError
 from sim.hardware import load_hardware
 from sim.model_config import load_model
 from sim.profiles import resolve
-from sim.run import Setup
+from sim.run import Setup, simulate
 from sim.settings import CATEGORY, SETTING_NAMES, Category, EngineSettings
 
 KERNELS = "kernel_tables"  # the change of measured kernels between the two versions
@@ -97,3 +97,38 @@ def mixture_setup(
 ) -> Setup:
     settings, kernels = mixture(before, after, changes, chosen)
     return Setup.from_settings(cfg, settings, kernel_version=kernels)
+
+
+METRICS = (
+    "request_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+)
+
+
+def run_mixtures(
+    cfg: SimConfig,
+    before: EngineSettings,
+    after: EngineSettings,
+    changes: list[Change],
+    subsets: Iterable[frozenset[int]],
+    jobs: int | None = None,
+) -> dict[frozenset[int], dict[str, float]]:
+    """The METRICS of each mixture, simulated in parallel (joblib, every core by default) on
+    cfg's workload: same seed, so the same arrivals and lengths in every run."""
+    from joblib import Parallel, delayed
+
+    quiet = replace(cfg, output=replace(cfg.output, report=False, progress=False))
+    todo = sorted({frozenset(s) for s in subsets}, key=lambda s: (len(s), sorted(s)))
+    results = Parallel(n_jobs=jobs or -1)(
+        delayed(_metrics)(quiet, before, after, changes, tuple(sorted(s))) for s in todo
+    )
+    return dict(zip(todo, results, strict=True))
+
+
+def _metrics(cfg, before, after, changes, chosen) -> dict[str, float]:
+    summary = simulate(cfg, setup=mixture_setup(cfg, before, after, changes, chosen)).summary
+    return {m: float(summary[m]) for m in METRICS}

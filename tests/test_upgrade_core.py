@@ -6,7 +6,7 @@ import pytest
 
 from sim.run import Setup, simulate
 from sim.settings import Category
-from sim.upgrade import KERNELS, diff, mixture_setup, resolved
+from sim.upgrade import KERNELS, diff, mixture_setup, resolved, run_mixtures
 from tests.conftest import config
 
 PAIRS = [
@@ -52,3 +52,41 @@ def test_one_version_against_itself_changes_nothing():
     assert diff(cfg, a, a) == []
     setup = Setup.from_settings(cfg, a, kernel_version=None)
     assert setup.settings == Setup.from_config(cfg).settings
+
+
+def test_known_effects_are_attributed_to_their_settings():
+    """A pair differing in two known ways: half the KV blocks under memory pressure (slower)
+    and a chunk cap no prompt reaches (no effect). Shapley values put the whole change on the
+    first, exactly nothing on the second, and add up to the change."""
+    import numpy as np
+
+    from sim.attribution import Memo, one_at_a_time, shapley
+
+    common = {"max_model_len": 8192}
+    cfg = config(
+        {"num_requests": 120, "rate": 60.0, "input_len": 1500, "output_len": 200},
+        engine="vllm@0.10.2",
+        cost_profile="auto",
+        engine_args=common | {"num_gpu_blocks_override": 1200},
+    )
+    a = resolved(cfg, "vllm@0.10.2", cfg.engine_args)
+    after_args = common | {"num_gpu_blocks_override": 600, "long_prefill_token_threshold": 99999}
+    b = resolved(cfg, "vllm@0.10.2", after_args)
+    changes = diff(cfg, a, b)
+    names = [c.name for c in changes]
+    assert sorted(names) == ["long_prefill_token_threshold", "num_gpu_blocks_override"]
+    subsets = [frozenset(s) for s in ((), (0,), (1,), (0, 1))]
+    values = run_mixtures(cfg, a, b, changes, subsets, jobs=1)
+    memory, noop = (
+        names.index("num_gpu_blocks_override"),
+        names.index("long_prefill_token_threshold"),
+    )
+    for metric in ("mean_ttft_ms", "output_throughput"):
+        value = Memo(lambda s, m=metric: values[s][m])
+        total = value((0, 1)) - value(())
+        phi = shapley(2, value, np.random.default_rng(0))
+        added, removed = one_at_a_time(2, value)
+        assert phi.values[noop] == added[noop] == removed[noop] == 0.0
+        assert phi.values[memory] == pytest.approx(total)
+        assert sum(phi.values) == pytest.approx(total)
+    assert values[frozenset({memory})]["mean_ttft_ms"] > 1.1 * values[frozenset()]["mean_ttft_ms"]
