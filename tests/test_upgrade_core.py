@@ -6,7 +6,7 @@ import pytest
 
 from sim.run import Setup, simulate
 from sim.settings import Category
-from sim.upgrade import KERNELS, diff, mixture_setup, resolved, run_mixtures
+from sim.upgrade import KERNELS, attribute, diff, mixture_setup, resolved, run_mixtures
 from tests.conftest import config
 
 PAIRS = [
@@ -90,3 +90,47 @@ def test_known_effects_are_attributed_to_their_settings():
         assert phi.values[memory] == pytest.approx(total)
         assert sum(phi.values) == pytest.approx(total)
     assert values[frozenset({memory})]["mean_ttft_ms"] > 1.1 * values[frozenset()]["mean_ttft_ms"]
+
+
+def test_attribute_over_seeds_puts_the_change_on_the_memory_setting():
+    common = {"max_model_len": 8192}
+    cfg = config(
+        {"num_requests": 80, "rate": 60.0, "input_len": 1500, "output_len": 150},
+        engine="vllm@0.10.2",
+        cost_profile="auto",
+        engine_args=common | {"num_gpu_blocks_override": 1200},
+    )
+    a = resolved(cfg, "vllm@0.10.2", cfg.engine_args)
+    b = resolved(
+        cfg,
+        "vllm@0.10.2",
+        common | {"num_gpu_blocks_override": 600, "long_prefill_token_threshold": 99999},
+    )
+    changes = diff(cfg, a, b)
+    result = attribute(cfg, a, b, changes, seeds=(0, 1), jobs=1)
+    noop = [c.name for c in changes].index("long_prefill_token_threshold")
+    assert result.exact and result.simulations_run == 2 * 4
+    for metric in ("mean_ttft_ms", "output_throughput"):
+        assert result.shapley_pct[metric][noop] == 0.0 and result.ci_pct[metric][noop] == 0.0
+        assert sum(result.shapley_pct[metric]) == pytest.approx(result.change_pct[metric])
+        assert result.interaction_pct[metric] == pytest.approx(0.0, abs=1e-9)
+    assert result.change_pct["mean_ttft_ms"] > 10
+    assert [changes[i].name for i in result.minimal] == ["num_gpu_blocks_override"]
+
+
+def test_sampled_attribution_simulates_every_subset_it_reads_up_front():
+    import numpy as np
+
+    from sim.attribution import Memo, one_at_a_time, shapley
+    from sim.upgrade import ORDERS_SEED, _subsets
+
+    n, orders = 13, 8
+    ready = set(_subsets(n, orders))
+
+    def value(s):
+        assert s in ready, sorted(s)  # nothing left to simulate one at a time
+        return float(len(s))
+
+    memo = Memo(value)
+    shapley(n, memo, np.random.default_rng(ORDERS_SEED), orders)
+    one_at_a_time(n, memo)
