@@ -54,17 +54,12 @@ def test_one_version_against_itself_changes_nothing():
     assert setup.settings == Setup.from_config(cfg).settings
 
 
-def test_known_effects_are_attributed_to_their_settings():
+def _known_pair(num_requests: int, output_len: int):
     """A pair differing in two known ways: half the KV blocks under memory pressure (slower)
-    and a chunk cap no prompt reaches (no effect). Shapley values put the whole change on the
-    first, exactly nothing on the second, and add up to the change."""
-    import numpy as np
-
-    from sim.attribution import Memo, one_at_a_time, shapley
-
+    and a chunk cap no prompt reaches (no effect)."""
     common = {"max_model_len": 8192}
     cfg = config(
-        {"num_requests": 120, "rate": 60.0, "input_len": 1500, "output_len": 200},
+        {"num_requests": num_requests, "rate": 60.0, "input_len": 1500, "output_len": output_len},
         engine="vllm@0.10.2",
         cost_profile="auto",
         engine_args=common | {"num_gpu_blocks_override": 1200},
@@ -72,7 +67,17 @@ def test_known_effects_are_attributed_to_their_settings():
     a = resolved(cfg, "vllm@0.10.2", cfg.engine_args)
     after_args = common | {"num_gpu_blocks_override": 600, "long_prefill_token_threshold": 99999}
     b = resolved(cfg, "vllm@0.10.2", after_args)
-    changes = diff(cfg, a, b)
+    return cfg, a, b, diff(cfg, a, b)
+
+
+def test_known_effects_are_attributed_to_their_settings():
+    """Shapley values put the whole change on the KV blocks, exactly nothing on the cap, and
+    add up to the change."""
+    import numpy as np
+
+    from sim.attribution import Memo, one_at_a_time, shapley
+
+    cfg, a, b, changes = _known_pair(120, 200)
     names = [c.name for c in changes]
     assert sorted(names) == ["long_prefill_token_threshold", "num_gpu_blocks_override"]
     subsets = [frozenset(s) for s in ((), (0,), (1,), (0, 1))]
@@ -93,20 +98,7 @@ def test_known_effects_are_attributed_to_their_settings():
 
 
 def test_attribute_over_seeds_puts_the_change_on_the_memory_setting():
-    common = {"max_model_len": 8192}
-    cfg = config(
-        {"num_requests": 80, "rate": 60.0, "input_len": 1500, "output_len": 150},
-        engine="vllm@0.10.2",
-        cost_profile="auto",
-        engine_args=common | {"num_gpu_blocks_override": 1200},
-    )
-    a = resolved(cfg, "vllm@0.10.2", cfg.engine_args)
-    b = resolved(
-        cfg,
-        "vllm@0.10.2",
-        common | {"num_gpu_blocks_override": 600, "long_prefill_token_threshold": 99999},
-    )
-    changes = diff(cfg, a, b)
+    cfg, a, b, changes = _known_pair(80, 150)
     result = attribute(cfg, a, b, changes, seeds=(0, 1), jobs=1)
     noop = [c.name for c in changes].index("long_prefill_token_threshold")
     assert result.exact and result.simulations_run == 2 * 4
