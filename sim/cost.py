@@ -218,18 +218,26 @@ class CostModel:
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
     def step_cost(self, plan: StepPlan) -> StepCost:
+        cost = self.batch_cost(
+            plan.num_new_tokens, plan.num_context_tokens, plan.batch_size, plan.padding_context
+        )
+        if plan.swap_bytes:
+            return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
+        return cost
+
+    def batch_cost(self, new_tokens, contexts, cpu_batch: int, padding=()) -> StepCost:
+        """Cost of a step that computes new_tokens[i] tokens after contexts[i] for each of its
+        sequences (a single token is a decode) plus `padding` decode rows (static batching:
+        finished rows still run)."""
         pre_q, pre_c, dec_c = [], [], []
-        for q, c in zip(plan.num_new_tokens, plan.num_context_tokens, strict=True):
+        for q, c in zip(new_tokens, contexts, strict=True):
             if q == 1:
                 dec_c.append(c)
             else:
                 pre_q.append(q)
                 pre_c.append(c)
-        dec_c.extend(plan.padding_context)  # static batching: finished rows still run
-        cost = self.cost(pre_q, pre_c, dec_c, cpu_batch=plan.batch_size)
-        if plan.swap_bytes:
-            return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
-        return cost
+        dec_c.extend(padding)
+        return self.cost(pre_q, pre_c, dec_c, cpu_batch=cpu_batch)
 
     def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
         """(serial, hidden) CPU seconds of a step with `batch` sequences."""

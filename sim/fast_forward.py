@@ -9,7 +9,7 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                says so: SchedulerBase.decode_run). With request i at context c_i, step k
                (1-based) prices the contexts c_i + k - 1, a steps x batch matrix priced row by
                row in one vectorised call;
-  chunked      (vLLM V1, ChunkedRun) a prefill still in progress beside the decodes: each step
+  chunked      (vLLM V1: chunked_run) a prefill still in progress beside the decodes: each step
                hands out the token budget in running order as the V1 scheduler does, one step
                at a time in plain Python, until every request decodes; the decode-only steps
                that follow are then priced as above.
@@ -91,8 +91,6 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
         return None
     newest = running[-1]  # a prefill in progress is usually the newest request's
     chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
-    if chunked and not sched.chunked_runs:
-        return None
     if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
     if not chunked:  # a finish within MIN_DECODE_STEPS steps rules a decode-only run out
@@ -156,16 +154,8 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
                 new_blocks += max(cdiv(end, block_size) - held[i], 0)
         if new_blocks > run.free:
             return  # a preemption: the step after the bulk
-        pre_q, pre_c, dec_c = [], [], []
-        num_decode = 0
-        for i, n in batch:
-            if n == 1:
-                dec_c.append(c[i])
-                num_decode += out[i] > 0
-            else:
-                pre_q.append(n)
-                pre_c.append(c[i])
-        step = cost.cost(pre_q, pre_c, dec_c, cpu_batch=len(batch))
+        num_decode = sum(1 for i, n in batch if n == 1 and out[i] > 0)  # as SchedulerBase._plan
+        step = cost.batch_cost([n for _, n in batch], [c[i] for i, _ in batch], len(batch))
         end_s = start + step.total_s
         for call in calls:
             i, n = call[0], call[1]

@@ -206,11 +206,10 @@ class SchedulerBase:
     def advance_decode_state(self, num_steps: int) -> None:
         """Apply what `num_steps` such steps change in the family's own state."""
 
-    chunked_runs = False  # fast_forward.py may also bulk-simulate steps with a prefill chunk
-
     def chunked_run(self) -> bool:
         """Whether nothing but the running requests' own progress decides the next steps
-        while a prefill is in progress (families with chunked_runs only)."""
+        while a prefill is in progress, as fast_forward.py replays them (vLLM V1's one budget
+        over running requests in order). Families that cannot say keep the default: never."""
         return False
 
     def check_invariants(self) -> None:
@@ -267,8 +266,6 @@ class VllmV1Scheduler(SchedulerBase):
         if num_preempted == 0:
             self._admit_waiting(now, budget, reqs, new_tokens)
         return self._plan(reqs, new_tokens, num_preempted)
-
-    chunked_runs = True  # one budget, running requests in order: fast_forward.py replays it
 
     def chunked_run(self) -> bool:
         # nothing can be admitted: no one waits, or no sequence slot is free
