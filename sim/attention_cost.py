@@ -19,6 +19,13 @@ from sim.memory import kv_heads_per_gpu
 from sim.model import Attention, Layer, ModelSpec
 from sim.roofline import ACT_BYTES
 
+# Decode tables shared by every cost model of this process whose pricer has the same
+# fingerprint (a table depends on the pricer, the kernel shape, the batch size and `mixed`
+# only, and each value is computed in a fixed page: sharing changes no bit). Runs after the
+# first (upgrade_diff's mixtures, a sweep's points in one worker) skip most of the pricing.
+SHARED_TABLES_MAX = 2048  # tables kept; beyond, the oldest are forgotten (not the run's own)
+_SHARED: dict[tuple, ContextTable] = {}
+
 
 class AttentionCost:
     def __init__(
@@ -120,13 +127,28 @@ class AttentionCost:
 
                 def per_sequence(c):
                     return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
+                table = ContextTable(per_sequence)
             else:
-                shape = self.shapes[id(layer)]
+                table = self._shared_table(self.shapes[id(layer)], num_seqs, mixed)
+            self._tables[key] = table
+        return table
 
-                def per_sequence(c):
-                    return pr.decode_s(c, num_seqs, shape, mixed=mixed)
+    def _shared_table(self, shape: AttentionShape, num_seqs: int, mixed: bool) -> ContextTable:
+        pr = self.pricer
 
-            table = self._tables[key] = ContextTable(per_sequence)
+        def per_sequence(c):
+            return pr.decode_s(c, num_seqs, shape, mixed=mixed)
+
+        if pr.fingerprint is None:
+            return ContextTable(per_sequence)
+        key = (pr.fingerprint, shape, num_seqs, mixed)
+        table = _SHARED.get(key)
+        if table is None:
+            if len(_SHARED) >= SHARED_TABLES_MAX:
+                del _SHARED[next(iter(_SHARED))]
+            table = _SHARED[key] = ContextTable(per_sequence)
+        else:
+            pr.decode_surface(shape, mixed)  # record what priced it, as decode_s would
         return table
 
     def decode(self, contexts: np.ndarray, mixed: bool) -> np.ndarray:

@@ -114,14 +114,18 @@ def choose_pricer(
     `prior`: always the prior; NAME: calibration/profiles/NAME.json."""
     if cost_profile == "prior":
         return PricingChoice(
-            KernelPricer(hardware, prior), "prior", None, False, "uncalibrated roofline prior"
+            _pricer(KernelPricer(hardware, prior), "prior", None),
+            "prior",
+            None,
+            False,
+            "uncalibrated roofline prior",
         )
     name = hardware.name if cost_profile == "auto" else cost_profile
     path = root / f"{name}.json"
     if not path.is_file():
         if cost_profile == "auto":
             return PricingChoice(
-                KernelPricer(hardware, prior),
+                _pricer(KernelPricer(hardware, prior), "prior", None),
                 "prior",
                 None,
                 False,
@@ -133,9 +137,15 @@ def choose_pricer(
         )
     profile = GpuProfile.load(path)
     chosen = family or profile.family_for(engine, version)
-    pricer = profile.pricer(hardware, prior, chosen)
+    pricer = _pricer(profile.pricer(hardware, prior, chosen), str(path), chosen)
     donor = (profile.aliases or {}).get(chosen, chosen)
     source = profile.families[donor].get("source", donor)
     if donor != chosen:
         source += f" (the tables {chosen} reuses)"
     return PricingChoice(pricer, profile.gpu, chosen, True, source)
+
+
+def _pricer(pricer: KernelPricer, profile: str, family: str | None) -> KernelPricer:
+    """The pricer with its fingerprint: everything its prices depend on."""
+    pricer.fingerprint = f"{profile}|{family}|{pricer.hardware!r}|{pricer.prior!r}"
+    return pricer

@@ -92,6 +92,10 @@ class KernelPricer:
     comm: dict[str, CommTable] = field(default_factory=dict)
     floors: dict[str, float] = field(default_factory=dict)  # fixed cost of one attention launch
     used: dict[str, str] = field(default_factory=dict)
+    # What determines every price (profile, family, GPU, prior), set by choose_pricer: two
+    # pricers with the same fingerprint price everything alike, so the cost model may share
+    # their per-context decode tables across runs in one process (None: no sharing).
+    fingerprint: str | None = None
 
     def _find(self, kind: str, *key: str) -> str | None:
         """The exact surface key, else one of the same kind with the same last key part."""
@@ -219,11 +223,7 @@ class KernelPricer:
             shape.chunked,
             shape.kv_bytes,
         )
-        mixed_key = f"attention_decode_mixed/{shape.backend}/{shape.kv_dtype}"
-        kind = (
-            "attention_decode_mixed" if mixed and mixed_key in self.surfaces else "attention_decode"
-        )
-        surface = self._surface(kind, shape.backend, shape.kv_dtype)
+        surface = self.decode_surface(shape, mixed)
         if surface is None:
             hw, p = self.hardware, self.prior
             return np.maximum(
@@ -233,6 +233,14 @@ class KernelPricer:
         return self._price(
             surface, flops, nbytes, feats, self.hardware.peak_flops_per_s("bf16"), 1.0
         )
+
+    def decode_surface(self, shape: AttentionShape, mixed: bool) -> Surface | None:
+        """The surface decode_s prices `shape` with (recorded in `used`)."""
+        mixed_key = f"attention_decode_mixed/{shape.backend}/{shape.kv_dtype}"
+        kind = (
+            "attention_decode_mixed" if mixed and mixed_key in self.surfaces else "attention_decode"
+        )
+        return self._surface(kind, shape.backend, shape.kv_dtype)
 
     def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16") -> np.ndarray:
         flops, nbytes, feats = moe_shape(self.hardware, tokens, hidden, inter, topk, experts, dtype)
