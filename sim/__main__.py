@@ -92,6 +92,42 @@ def validate_task(sim_cfg, out_dir: Path) -> dict:
     return v
 
 
+def upgrade_diff_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.console import ProgressBar
+    from sim.upgrade_diff import run_upgrade_diff
+    from sim.upgrade_report import write_upgrade_outputs
+
+    with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty(), what="runs") as bar:
+        summary = run_upgrade_diff(sim_cfg, progress=bar.update_count)
+    write_upgrade_outputs(summary, out_dir)
+    print_upgrade(summary, out_dir)
+    return summary
+
+
+def print_upgrade(s: dict, out_dir: Path) -> None:
+    from sim.upgrade import METRICS
+    from sim.upgrade_diff import NAMES, fmt
+
+    b, a = s["before"]["engine"], s["after"]["engine"]
+    print(f"upgrade_diff: {b} -> {a}")
+    for m in METRICS:
+        print(
+            f"  {NAMES[m][0]:<20} {fmt(m, s['before'][m]):>16} -> {fmt(m, s['after'][m]):>16}"
+            f"  {s['change_pct'][m]:+7.1f}%"
+        )
+    m = s["headline"]
+    print(f"  {NAMES[m][0]} by setting (Shapley, points of %):")
+    for row in s["attribution"][:8]:
+        if not row["inert"]:
+            print(
+                f"    {row['setting']:<32} {row['category']:<10} "
+                f"{row['effect_pct'][m]:+7.1f} ± {row['ci_pct'][m]:.1f}"
+            )
+    print(f"Verdict: {s['verdict']}")
+    print(f"{s['simulations_run']} simulations in {s['wall_time_s']:.0f} s.")
+    print(f"Outputs: {out_dir}/ (summary.json, attribution.csv, report.md, waterfall.png)")
+
+
 def _case_files(sim_cfg) -> tuple[str, ...]:
     paths = sim_cfg.validate.cases
     if not paths:
@@ -107,6 +143,7 @@ TASKS = {
     "kernel_check": kernel_check_task,
     "show_engine": show_engine_task,
     "validate": validate_task,
+    "upgrade_diff": upgrade_diff_task,
 }
 
 
@@ -132,6 +169,10 @@ def main() -> None:
                     Setup.from_config(cfg)
                 elif cfg.task == "validate":
                     _case_files(cfg)
+                elif cfg.task == "upgrade_diff":
+                    from sim.upgrade_diff import make_plan
+
+                    make_plan(cfg)
         except UserError as exc:
             if os.environ.get("SIM_DEBUG"):
                 raise

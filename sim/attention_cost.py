@@ -127,6 +127,7 @@ class AttentionCost:
 
                 def per_sequence(c):
                     return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
+
                 table = ContextTable(per_sequence)
             else:
                 table = self._shared_table(self.shapes[id(layer)], num_seqs, mixed)

@@ -8,8 +8,8 @@ the empty set: the baseline; of all n: the new version), this module computes
                   value(all) - value(all - {i})   (the new version minus one change)
   Shapley values  each change's average marginal effect over every order of applying the
                   changes; they add up to value(all) - value({}) exactly (efficiency). Exact
-                  over all 2^n subsets up to EXACT_LIMIT changes, else estimated from random
-                  orders, with each value's standard error
+                  over all 2^n subsets up to EXACT_LIMIT changes (or as the caller says),
+                  else estimated from random orders, with each value's standard error
   delta debugging the smallest set of changes found that reproduces a given share of the
                   total change (Zeller's ddmin over the changes, greedy, each step removing
                   what is not needed)
@@ -66,12 +66,29 @@ def one_at_a_time(n: int, value: Memo) -> tuple[list[float], list[float]]:
     return added, removed
 
 
-def shapley(n: int, value: Memo, rng: np.random.Generator, orders: int = 64) -> Shapley:
-    """Shapley values of the n changes: exact up to EXACT_LIMIT, else from `orders` random
-    orders (antithetic pairs: each order and its reverse), with standard errors."""
+def random_orders(n: int, orders: int, rng: np.random.Generator) -> list[list[int]]:
+    """`orders` random orders of n changes (at least 2), in antithetic pairs: each order
+    followed by its reverse."""
+    out = []
+    for _ in range(max(1, orders // 2)):
+        order = rng.permutation(n).tolist()
+        out += [order, order[::-1]]
+    return out
+
+
+def shapley(
+    n: int,
+    value: Memo,
+    rng: np.random.Generator,
+    orders: int = 64,
+    exact: bool | None = None,
+) -> Shapley:
+    """Shapley values of the n changes: over every subset when `exact` (default: up to
+    EXACT_LIMIT changes), else from `orders` random orders (antithetic pairs: each order and
+    its reverse), with standard errors. Either way they add up to value(all) - value({})."""
     if n == 0:
         return Shapley((), (), True, 0)
-    if n <= EXACT_LIMIT:
+    if n <= EXACT_LIMIT if exact is None else exact:
         phi = [0.0] * n
         weight = [
             math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n) for k in range(n)
@@ -83,18 +100,16 @@ def shapley(n: int, value: Memo, rng: np.random.Generator, orders: int = 64) -> 
                     phi[i] += weight[k] * (value((*subset, i)) - value(subset))
         return Shapley(tuple(phi), (0.0,) * n, True, 0)
     samples = []
-    for _ in range(max(1, orders // 2)):
-        order = rng.permutation(n).tolist()
-        for sequence in (order, order[::-1]):
-            marginal = [0.0] * n
-            applied: list[int] = []
-            before = value(applied)
-            for i in sequence:
-                applied.append(i)
-                after = value(applied)
-                marginal[i] = after - before
-                before = after
-            samples.append(marginal)
+    for sequence in random_orders(n, orders, rng):
+        marginal = [0.0] * n
+        applied: list[int] = []
+        before = value(applied)
+        for i in sequence:
+            applied.append(i)
+            after = value(applied)
+            marginal[i] = after - before
+            before = after
+        samples.append(marginal)
     pairs = np.asarray(samples).reshape(-1, 2, n).mean(axis=1)  # antithetic pairs averaged
     mean = pairs.mean(axis=0)
     se = pairs.std(axis=0, ddof=1) / math.sqrt(len(pairs)) if len(pairs) > 1 else np.zeros(n)
@@ -133,9 +148,9 @@ def minimal_set(n: int, value: Memo, share: float = 0.9) -> list[int]:
     return keep
 
 
-def subsets_needed(n: int) -> list[Subset]:
-    """Every subset exact Shapley values and one-at-a-time effects read (n <= EXACT_LIMIT), for
+def subsets_needed(n: int, limit: int = EXACT_LIMIT) -> list[Subset]:
+    """Every subset exact Shapley values and one-at-a-time effects read (n <= limit), for
     a caller that simulates them all at once, in parallel, before attributing."""
-    if n > EXACT_LIMIT:
-        raise ValueError(f"{n} changes: exact Shapley values stop at {EXACT_LIMIT}")
+    if n > limit:
+        raise ValueError(f"{n} changes: exact Shapley values stop at {limit}")
     return [frozenset(s) for k in range(n + 1) for s in combinations(range(n), k)]

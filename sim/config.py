@@ -17,7 +17,7 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate", "kernel_check", "show_engine", "validate")
+TASKS = ("simulate", "kernel_check", "show_engine", "validate", "upgrade_diff")
 
 
 def _opt(default=None, **checks):
@@ -94,6 +94,37 @@ class ValidateConfig:
     jobs: int | None = _opt(None, min=1)  # cases simulated at once (default: every core)
 
 
+UPGRADE_METRICS = (
+    "request_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UpgradeConfig:
+    """scenario=upgrade_diff: which change of engine version (or arguments) to explain."""
+
+    before: str | None = None  # the version upgraded from, name@version
+    after: str | None = None  # ... and to
+    before_args: Mapping[str, object] = field(default_factory=dict)  # engine_args for one side
+    after_args: Mapping[str, object] = field(default_factory=dict)
+    baseline: str | None = "simulated"  # simulated | a run dir | a vllm bench serve JSON
+    measured_before: str | None = None  # real results of each version (run dir or bench
+    measured_after: str | None = None  # JSON): what configuration does not explain
+    seeds: int = _opt(3, min=1)  # workload draws; each effect gets a 95% interval over them
+    budget: int = _opt(48, min=8)  # simulations per seed for the Shapley values: exact when
+    # every subset of the changes that matter fits, else random orders that fit
+    headline: str = _opt("auto", choices=("auto", *UPGRADE_METRICS))  # the metric the verdict
+    # and the minimal set explain; auto: the one that got worst
+    loads: tuple[float, ...] | None = (0.5, 0.7, 0.85, 1.0, 1.15)  # x the before version's
+    # capacity (open loop) or x the concurrency (closed loop); empty: no load sweep
+    jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+
+
 @dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
@@ -112,6 +143,7 @@ class SimConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     kernel_check: KernelCheckConfig = field(default_factory=KernelCheckConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
+    upgrade: UpgradeConfig = field(default_factory=UpgradeConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:
@@ -155,11 +187,20 @@ def _check(key: str, value, hint, checks: Mapping):
             return None
         raise UserError(f"{key}: a value is required")
     kind = next(k for k in kinds if k is not type(None))
-    if typing.get_origin(kind) is tuple:  # a list of strings, or one string
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
-            raise UserError(f"{key}={value!r}: expected a string or a list of strings")
-        return tuple(items)
+    if typing.get_origin(kind) is tuple:  # a list of strings (or one string), or of numbers
+        item = typing.get_args(kind)[0]
+        if item is str:
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+                raise UserError(f"{key}={value!r}: expected a string or a list of strings")
+            return tuple(items)
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"{key}={value!r}: expected a list, e.g. [0.5, 1.0]")
+        items = tuple(_coerce(key, v, item) for v in value)
+        for v in items:
+            if not math.isfinite(v) or v <= 0:
+                raise UserError(f"{key}={value!r}: every value must be a finite number > 0")
+        return items
     value = _coerce(key, value, kind)
     if "choices" in checks and value not in checks["choices"]:
         raise UserError(f"{key}={value!r}: choose one of {', '.join(checks['choices'])}")

@@ -59,7 +59,7 @@ class ProgressBar:
             )
             self.task = self.progress.add_task("run", total=total, sim_s=sim_s)
             self.progress.start()
-        self.progress.update(self.task, completed=ended, sim_s=sim_s)
+        self.progress.update(self.task, completed=ended, total=total, sim_s=sim_s)
 
 
 def print_summary(s: dict, out_dir: Path) -> None:

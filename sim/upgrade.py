@@ -10,12 +10,13 @@ applies any subset of the changes to `before`; with none it is `before`, with al
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sim.config import SimConfig
+from sim.config import UPGRADE_METRICS, SimConfig
 from sim.errors import UserError
 from sim.hardware import load_hardware
 from sim.model_config import load_model
@@ -35,6 +36,8 @@ class Change:
     rule_before: str
     rule_after: str
     flag: str  # the engine's own argument name for it (after the upgrade)
+    linked: tuple[tuple[str, object, object], ...] = ()  # settings derived from this one that
+    # move with it: (name, before, after)
 
 
 def resolved(cfg: SimConfig, engine: str, engine_args) -> EngineSettings:
@@ -71,12 +74,41 @@ def diff(cfg: SimConfig, a: EngineSettings, b: EngineSettings) -> list[Change]:
         for name in SETTING_NAMES
         if getattr(a, name) != getattr(b, name)
     ]
+    out = _link_derived(out, a, b)
     pa = Setup.from_settings(cfg, a, kernel_version=None).pricing
     pb = Setup.from_settings(cfg, b, kernel_version=None).pricing
     if pa.family != pb.family:
         out.append(
             Change(KERNELS, Category.KERNELS, pa.family, pb.family, pa.source, pb.source, KERNELS)
         )
+    return out
+
+
+# Settings an engine derives from another (as long as it does): they change with their source
+# and are restored with it, so they are one change, not two.
+DERIVED = {"max_prefill_tokens": "max_num_batched_tokens"}  # vLLM: the prefill budget is the
+# token budget
+
+
+def _link_derived(changes: list[Change], a: EngineSettings, b: EngineSettings) -> list[Change]:
+    by_name = {c.name: c for c in changes}
+    out = []
+    for c in changes:
+        source = DERIVED.get(c.name)
+        if (
+            source in by_name
+            and getattr(a, c.name) == getattr(a, source)
+            and getattr(b, c.name) == getattr(b, source)
+        ):
+            continue  # folded into its source below
+        derived = tuple(
+            (d.name, d.before, d.after)
+            for d in changes
+            if DERIVED.get(d.name) == c.name
+            and getattr(a, d.name) == getattr(a, c.name)
+            and getattr(b, d.name) == getattr(b, c.name)
+        )
+        out.append(replace(c, linked=derived) if derived else c)
     return out
 
 
@@ -87,8 +119,10 @@ def mixture(
     kernels price it)."""
     picked = [changes[i] for i in chosen]
     fields = {c.name: c.after for c in picked if c.name != KERNELS}
+    fields |= {name: new for c in picked for name, _, new in c.linked}
     rules = dict(before.rules)
     rules.update({c.name: c.rule_after for c in picked if c.name != KERNELS})
+    rules.update({name: after.rules.get(name, "") for c in picked for name, _, _ in c.linked})
     mixed = replace(before, **fields, rules=rules)
     kernels = after.version if any(c.name == KERNELS for c in picked) else before.version
     return mixed, kernels
@@ -101,14 +135,74 @@ def mixture_setup(
     return Setup.from_settings(cfg, settings, kernel_version=kernels)
 
 
-METRICS = (
-    "request_throughput",
-    "output_throughput",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "p99_tpot_ms",
-)
+METRICS = UPGRADE_METRICS  # the metrics whose change upgrade_diff attributes
+LOWER_IS_BETTER = {m: not m.endswith("throughput") for m in METRICS}
+
+
+def outcome(result) -> dict:
+    """What upgrade_diff keeps of one run: the bench metrics (summary.json's numeric top-level
+    keys) and, under "sim", the figures that show a mechanism."""
+    s = result.summary
+    steps = result.steps
+    dur = steps["duration_s"].to_numpy()
+    tokens = (steps["prefill_tokens"] + steps["decode_tokens"]).to_numpy()
+    out = {k: float(v) for k, v in s.items() if isinstance(v, (int, float)) and k != "burstiness"}
+    out = {k: v for k, v in out.items() if k not in ("request_rate", "max_concurrency")}
+    sim = s["sim"]
+    out["sim"] = {
+        "steps": int(sim["steps"]),
+        "preemptions": int(sim["preemptions"]),
+        "mean_batch_size": float(sim["mean_batch_size"]),
+        "mean_tokens_per_step": float(tokens.mean()) if len(tokens) else 0.0,
+        "mean_step_ms": float(dur.mean() * 1e3) if len(dur) else 0.0,
+        "p99_step_ms": float(np.percentile(dur, 99) * 1e3) if len(dur) else 0.0,
+        "kv_usage_peak": float(sim["kv_usage_peak"]),
+        "prefix_cache_hit_rate": float(sim["prefix_cache_hit_rate"]),
+        "num_kv_blocks": int(result.setup.memory.num_blocks),
+        "attention_kernel": str(sim["priced_with"].get("attention_decode", "")),
+        "kernel_family": str(sim.get("kernel_family") or "prior"),
+    }
+    return out
+
+
+def mixture_outcome(cfg: SimConfig, before, after, changes, chosen) -> dict:
+    return outcome(simulate(cfg, setup=mixture_setup(cfg, before, after, changes, chosen)))
+
+
+Task = tuple[SimConfig, tuple[int, ...]]  # a config (seed, workload) and the changes applied
+
+
+def run_tasks(
+    tasks: list[Task],
+    before: EngineSettings,
+    after: EngineSettings,
+    changes: list[Change],
+    jobs: int | None = None,
+    progress=None,
+) -> list[dict]:
+    """outcome() of every task, in order, simulated `jobs` at a time (every core by default;
+    joblib's worker processes, which keep their pricing tables from one run to the next).
+    `progress(done)` after each."""
+    from joblib import Parallel, delayed
+
+    quiet = [
+        (replace(c, output=replace(c.output, report=False, progress=False)), s) for c, s in tasks
+    ]
+    jobs = min(jobs or os.cpu_count() or 1, max(len(tasks), 1))
+    if jobs == 1:
+        results = []
+        for c, chosen in quiet:
+            results.append(mixture_outcome(c, before, after, changes, chosen))
+            if progress:
+                progress(len(results))
+        return results
+    runner = Parallel(n_jobs=jobs, return_as="generator")
+    results = []
+    for r in runner(delayed(mixture_outcome)(c, before, after, changes, s) for c, s in quiet):
+        results.append(r)
+        if progress:
+            progress(len(results))
+    return results
 
 
 def run_mixtures(
@@ -118,40 +212,65 @@ def run_mixtures(
     changes: list[Change],
     subsets: Iterable[frozenset[int]],
     jobs: int | None = None,
-) -> dict[frozenset[int], dict[str, float]]:
-    """The METRICS of each mixture, simulated in parallel (joblib, every core by default) on
-    cfg's workload: same seed, so the same arrivals and lengths in every run."""
-    from joblib import Parallel, delayed
-
-    quiet = replace(cfg, output=replace(cfg.output, report=False, progress=False))
+) -> dict[frozenset[int], dict]:
+    """outcome() of each mixture on cfg's workload (one seed: the same arrivals and lengths in
+    every run)."""
     todo = sorted({frozenset(s) for s in subsets}, key=lambda s: (len(s), sorted(s)))
-    results = Parallel(n_jobs=jobs or -1)(
-        delayed(_metrics)(quiet, before, after, changes, tuple(sorted(s))) for s in todo
-    )
-    return dict(zip(todo, results, strict=True))
-
-
-def _metrics(cfg, before, after, changes, chosen) -> dict[str, float]:
-    summary = simulate(cfg, setup=mixture_setup(cfg, before, after, changes, chosen)).summary
-    return {m: float(summary[m]) for m in METRICS}
+    tasks = [(cfg, tuple(sorted(s))) for s in todo]
+    return dict(zip(todo, run_tasks(tasks, before, after, changes, jobs), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """What each change does to each metric, in percent of the before version's value."""
+    """What each change does to each metric, in percent of the before version's value (per
+    seed, then the mean over seeds)."""
 
     changes: list[Change]
-    before: dict[str, float]  # metrics of the before version (seed 0)
-    after: dict[str, float]  # ... and of the after version
-    change_pct: dict[str, float]  # after vs before, mean over seeds
-    shapley_pct: dict[str, list[float]]  # metric -> per change, mean over seeds
+    seeds: list[int]
+    runs: dict  # (seed, subset) -> outcome()
+    change_pct: dict[str, float]  # after vs before
+    change_ci_pct: dict[str, float]  # half-width of its 95% interval over seeds
+    shapley_pct: dict[str, list[float]]  # metric -> per change
     ci_pct: dict[str, list[float]]  # metric -> half-width of the 95% interval per change
     added_pct: dict[str, list[float]]  # before + this change alone
     removed_pct: dict[str, list[float]]  # after without this change
-    interaction_pct: dict[str, float]  # the change minus the sum of the one-at-a-time effects
+    by_category_pct: dict[str, dict[str, float]]  # category -> metric -> its changes alone
+    interaction_pct: dict[str, float]  # the change minus the categories' effects alone
+    inert: list[int]  # changes with no effect at all, either way, on any seed
+    inert_residual_pct: dict[str, float]  # after minus after-without-the-inert (0 if inert)
     minimal: list[int]  # smallest set found reproducing >= 90% of the headline change
+    headline: str
     exact: bool  # Shapley values over every subset (else sampled orders)
+    orders: int  # random orders sampled per seed (0 when exact)
     simulations_run: int
+
+    def outcome(self, subset=(), seed: int | None = None) -> dict:
+        """One seed's run of a mixture; with no seed, the mean over every seed."""
+        if seed is None:
+            return mean_outcome([self.runs[(d, frozenset(subset))] for d in self.seeds])
+        return self.runs[(seed, frozenset(subset))]
+
+    @property
+    def before(self) -> dict:
+        return self.outcome(())
+
+    @property
+    def after(self) -> dict:
+        return self.outcome(range(len(self.changes)))
+
+
+ORDERS_SEED = 20  # the random orders sampled Shapley values follow (fixed: reproducible)
+MINIMAL_SHARE = 0.9  # the minimal set reproduces at least this share of the headline change
+
+
+def worst_metric(change_pct: dict[str, float]) -> str:
+    """The metric that got worst (lowest throughput change, highest latency change); the
+    largest change when none got worse."""
+    worse = {m: (v if LOWER_IS_BETTER[m] else -v) for m, v in change_pct.items()}
+    m = max(worse, key=lambda k: worse[k])  # ties: the first in METRICS' order
+    if worse[m] > 0:
+        return m
+    return max(change_pct, key=lambda k: abs(change_pct[k]))
 
 
 def attribute(
@@ -160,89 +279,211 @@ def attribute(
     after: EngineSettings,
     changes: list[Change],
     seeds: Iterable[int] = (0,),
-    orders: int = 16,
-    headline: str = "output_throughput",
+    budget: int = 96,
+    headline: str = "auto",
     jobs: int | None = None,
+    progress=None,
 ) -> Attribution:
-    """Shapley values (exact up to EXACT_LIMIT changes, else from `orders` random orders),
-    one-at-a-time effects both ways and a minimal set, for every metric, over several seeds
-    (each seed a different draw of the same workload, shared by every mixture)."""
-    from sim.attribution import EXACT_LIMIT, Memo, minimal_set, one_at_a_time, shapley
+    """Attribute the change from `before` to `after` to the `changes`, on cfg's workload drawn
+    with each seed (every mixture of one seed sees the same arrivals and lengths):
+
+    1. before, after, each change added to before and removed from after, and each category's
+       changes alone, on every seed;
+    2. changes with no effect either way on any seed (bit-identical results) are inert: they
+       get 0 and stay out of the Shapley game;
+    3. Shapley values over the others: over every subset when 2^k <= budget, else from as
+       many random orders (antithetic pairs) as the budget allows, on every seed;
+    4. a minimal set by delta debugging on the first seed's headline metric.
+
+    Every distinct (seed, subset) is simulated once; each stage's runs go out in parallel.
+    `progress(done, total)` as runs finish."""
+    from sim.attribution import Memo, minimal_set, one_at_a_time, random_orders, shapley
 
     n = len(changes)
     seeds = list(seeds)
-    wanted = _subsets(n, orders)
-    runs: dict[tuple[int, frozenset[int]], dict[str, float]] = {}
-    for seed in seeds:  # one parallel batch per seed
-        done = run_mixtures(replace(cfg, seed=seed), before, after, changes, wanted, jobs)
-        runs.update({(seed, s): v for s, v in done.items()})
+    everything = frozenset(range(n))
+    runs: dict[tuple[int, frozenset[int]], dict] = {}
+    planned = [0]
+
+    def run(subsets: Iterable[frozenset[int]]) -> None:
+        todo = [(seed, s) for s in _ordered(subsets) for seed in seeds if (seed, s) not in runs]
+        if not todo:
+            return
+        done0 = len(runs)
+        planned[0] = max(planned[0], done0 + len(todo))
+
+        def tick(k: int) -> None:
+            if progress:
+                progress(done0 + k, planned[0])
+
+        tasks = [(replace(cfg, seed=seed), tuple(sorted(s))) for seed, s in todo]
+        for key, r in zip(todo, run_tasks(tasks, before, after, changes, jobs, tick), strict=True):
+            runs[key] = r
+
+    by_cat: dict[str, frozenset[int]] = {}
+    for i, c in enumerate(changes):
+        by_cat[c.category.value] = by_cat.get(c.category.value, frozenset()) | {i}
+    first = {frozenset(), everything}
+    first |= {frozenset({i}) for i in range(n)} | {everything - {i} for i in range(n)}
+    first |= set(by_cat.values())
+    planned[0] = len(first) * len(seeds)
+    run(first)
+
+    def same(x: frozenset[int], y: frozenset[int]) -> bool:
+        return all(_numbers(runs[(d, x)]) == _numbers(runs[(d, y)]) for d in seeds)
+
+    inert = [
+        i
+        for i in range(n)
+        if same(frozenset({i}), frozenset()) and same(everything - {i}, everything)
+    ]
+    active = [i for i in range(n) if i not in inert]
+    k = len(active)
+    exact = 2**k <= budget
+    orders = 0 if exact else max(2, 2 * (budget // (2 * max(k - 1, 1))))
+    if exact:
+        game = [frozenset(active[j] for j in s) for s in _all_subsets(k)]
+    else:
+        game = {frozenset(), frozenset(active)}
+        for seq in random_orders(k, orders, np.random.default_rng(ORDERS_SEED)):
+            game |= {frozenset(active[j] for j in seq[:m]) for m in range(1, k)}
+    planned[0] = len(runs) + len(seeds) * len(set(game) - {s for _, s in runs})
+    run(game)
 
     def value(seed: int, metric: str) -> Memo:
+        """The metric with a subset of the active changes (game indices) applied."""
+
         def simulate_one(s: frozenset[int]) -> float:
-            if (seed, s) not in runs:  # ddmin may ask for a subset not run yet
-                one = run_mixtures(replace(cfg, seed=seed), before, after, changes, [s], 1)
-                runs[(seed, s)] = one[s]
-            return runs[(seed, s)][metric]
+            key = (seed, frozenset(active[j] for j in s))
+            if key not in runs:  # ddmin may ask for a subset not run yet
+                run([key[1]])
+            return runs[key][metric]
 
         return Memo(simulate_one)
 
-    everything = frozenset(range(n))
-    shap, ci, added, removed, inter, change = {}, {}, {}, {}, {}, {}
+    def pct(seed: int, x: float, metric: str) -> float:
+        base = runs[(seed, frozenset())][metric]
+        return x / base * 100 if base else 0.0
+
+    def v(seed: int, s, metric: str) -> float:
+        return runs[(seed, frozenset(s))][metric]
+
+    shap, ci, added, removed, change, change_ci = {}, {}, {}, {}, {}, {}
+    residual, inter = {}, {}
+    cats = {c.value: {} for c in Category}
     for metric in METRICS:
-        per_seed, per_added, per_removed, per_change, per_se = [], [], [], [], []
+        per_seed, per_se = [], []
         for seed in seeds:
-            v = value(seed, metric)
-            base = v(()) or 1.0
-            phi = shapley(n, v, np.random.default_rng(ORDERS_SEED), orders)
-            a_eff, r_eff = one_at_a_time(n, v)
-            per_seed.append(np.array(phi.values) / base * 100)
-            per_se.append(np.array(phi.std_errors) / base * 100)
-            per_added.append(np.array(a_eff) / base * 100)
-            per_removed.append(np.array(r_eff) / base * 100)
-            per_change.append((v(everything) - v(())) / base * 100)
-        stack = np.array(per_seed).reshape(len(seeds), n)
+            phi = shapley(k, value(seed, metric), np.random.default_rng(ORDERS_SEED), orders, exact)
+            full = np.zeros(n)
+            se = np.zeros(n)
+            full[active] = [pct(seed, x, metric) for x in phi.values]
+            se[active] = [pct(seed, x, metric) for x in phi.std_errors]
+            per_seed.append(full)
+            per_se.append(se)
+        stack, ses = (
+            np.array(per_seed).reshape(len(seeds), n),
+            np.array(per_se).reshape(len(seeds), n),
+        )
         spread = stack.std(axis=0, ddof=1) / np.sqrt(len(seeds)) if len(seeds) > 1 else 0.0
-        sampling = np.sqrt(np.mean(np.array(per_se).reshape(len(seeds), n) ** 2, axis=0))
+        sampling = np.sqrt(np.mean(ses**2, axis=0) / len(seeds))
         shap[metric] = stack.mean(axis=0).tolist()
-        ci[metric] = (1.96 * np.sqrt(spread**2 + sampling**2 / len(seeds))).tolist()
-        added[metric] = np.array(per_added).reshape(len(seeds), n).mean(axis=0).tolist()
-        removed[metric] = np.array(per_removed).reshape(len(seeds), n).mean(axis=0).tolist()
-        change[metric] = float(np.mean(per_change))
-        inter[metric] = change[metric] - float(np.sum(added[metric]))
-    minimal = minimal_set(n, value(seeds[0], headline)) if n else []
-    first = seeds[0]
+        ci[metric] = (1.96 * np.sqrt(spread**2 + sampling**2)).tolist()
+        one = [one_at_a_time(n, Memo(lambda s, d=d, m=metric: v(d, s, m))) for d in seeds]
+        added[metric] = (
+            np.mean(
+                [[pct(d, x, metric) for x in a] for d, (a, _) in zip(seeds, one, strict=True)],
+                axis=0,
+            ).tolist()
+            if n
+            else []
+        )
+        removed[metric] = (
+            np.mean(
+                [[pct(d, x, metric) for x in r] for d, (_, r) in zip(seeds, one, strict=True)],
+                axis=0,
+            ).tolist()
+            if n
+            else []
+        )
+        totals = [pct(d, v(d, everything, metric) - v(d, (), metric), metric) for d in seeds]
+        change[metric] = float(np.mean(totals))
+        change_ci[metric] = (
+            float(1.96 * np.std(totals, ddof=1) / np.sqrt(len(seeds))) if len(seeds) > 1 else 0.0
+        )
+        residual[metric] = float(
+            np.mean(
+                [pct(d, v(d, everything, metric) - v(d, active, metric), metric) for d in seeds]
+            )
+        )
+        alone = 0.0
+        for cat in cats:
+            members = by_cat.get(cat)
+            effect = (
+                float(
+                    np.mean(
+                        [pct(d, v(d, members, metric) - v(d, (), metric), metric) for d in seeds]
+                    )
+                )
+                if members
+                else 0.0
+            )
+            cats[cat][metric] = effect
+            alone += effect
+        inter[metric] = change[metric] - alone
+    if headline == "auto":
+        headline = worst_metric(change)
+    minimal = (
+        sorted(active[j] for j in minimal_set(k, value(seeds[0], headline), MINIMAL_SHARE))
+        if k
+        else []
+    )
     return Attribution(
         changes,
-        runs[(first, frozenset())],
-        runs[(first, everything)],
+        seeds,
+        runs,
         change,
+        change_ci,
         shap,
         ci,
         added,
         removed,
+        cats,
         inter,
+        inert,
+        residual,
         minimal,
-        n <= EXACT_LIMIT,
+        headline,
+        exact,
+        orders,
         len(runs),
     )
 
 
-ORDERS_SEED = 20  # the random orders sampled Shapley values follow (fixed: reproducible)
+def _numbers(outcome: dict) -> dict:
+    """An outcome's numbers (the bench metrics and the simulator's figures): two runs with the
+    same numbers did the same thing, whatever the kernel tables they were priced with are
+    called."""
+    sim = {k: v for k, v in outcome["sim"].items() if not isinstance(v, str)}
+    return {k: v for k, v in outcome.items() if k != "sim"} | sim
 
 
-def _subsets(n: int, orders: int) -> list[frozenset[int]]:
-    """What attribute() reads: every subset when exact; else the one-at-a-time subsets and
-    the prefixes of the random orders shapley() will follow (same generator, same seed)."""
-    from sim.attribution import EXACT_LIMIT, subsets_needed
+def mean_outcome(outcomes: list[dict]) -> dict:
+    """The mean of each number over several seeds' outcomes (text from the first)."""
+    first = outcomes[0]
+    out = {k: float(np.mean([o[k] for o in outcomes])) for k in first if k != "sim"}
+    out["sim"] = {
+        k: (v if isinstance(v, str) else float(np.mean([o["sim"][k] for o in outcomes])))
+        for k, v in first["sim"].items()
+    }
+    return out
 
-    if n <= EXACT_LIMIT:
-        return subsets_needed(n)
-    everything = frozenset(range(n))
-    out = {frozenset(), everything}
-    out |= {frozenset({i}) for i in range(n)} | {everything - {i} for i in range(n)}
-    rng = np.random.default_rng(ORDERS_SEED)
-    for _ in range(max(1, orders // 2)):
-        order = rng.permutation(n).tolist()
-        for sequence in (order, order[::-1]):
-            out |= {frozenset(sequence[:k]) for k in range(1, n)}
-    return sorted(out, key=lambda s: (len(s), sorted(s)))
+
+def _ordered(subsets: Iterable[frozenset[int]]) -> list[frozenset[int]]:
+    return sorted({frozenset(s) for s in subsets}, key=lambda s: (len(s), sorted(s)))
+
+
+def _all_subsets(k: int) -> list[tuple[int, ...]]:
+    from itertools import combinations
+
+    return [s for m in range(k + 1) for s in combinations(range(k), m)]

@@ -112,21 +112,3 @@ def test_attribute_over_seeds_puts_the_change_on_the_memory_setting():
         assert result.interaction_pct[metric] == pytest.approx(0.0, abs=1e-9)
     assert result.change_pct["mean_ttft_ms"] > 10
     assert [changes[i].name for i in result.minimal] == ["num_gpu_blocks_override"]
-
-
-def test_sampled_attribution_simulates_every_subset_it_reads_up_front():
-    import numpy as np
-
-    from sim.attribution import Memo, one_at_a_time, shapley
-    from sim.upgrade import ORDERS_SEED, _subsets
-
-    n, orders = 13, 8
-    ready = set(_subsets(n, orders))
-
-    def value(s):
-        assert s in ready, sorted(s)  # nothing left to simulate one at a time
-        return float(len(s))
-
-    memo = Memo(value)
-    shapley(n, memo, np.random.default_rng(ORDERS_SEED), orders)
-    one_at_a_time(n, memo)
