@@ -226,6 +226,13 @@ LAUNCH = {
     "trtllm": "trtllm-serve {model}",
 }
 GIB = 1 << 30
+SGLANG_BACKENDS = {  # the simulator's backend names -> SGLang's --attention-backend values
+    "FLASH_ATTN_FA3": "fa3",
+    "FLASHINFER": "flashinfer",
+    "FLASHINFER_MLA": "flashinfer",
+    "TRITON_ATTN": "triton",
+    "TRITON_MLA": "triton",
+}
 
 
 def restore_flag(after: EngineSettings, change: Change) -> tuple[str | None, str]:
@@ -269,6 +276,9 @@ def restore_flag(after: EngineSettings, change: Change) -> tuple[str | None, str
                 return ("--disable-async-output-proc" if not old else None), (
                     "" if not old else "on by default"
                 )
+    if engine == "sglang" and name == "attention_backend":
+        flag = SGLANG_BACKENDS.get(str(old), str(old).lower())
+        return f"--attention-backend {flag}", ""
     if engine == "trtllm" and name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         return f"--{own} {old}", ""
     if engine == "trtllm":
@@ -542,8 +552,12 @@ def restore_command(plan: Plan, r: Attribution) -> dict:
         return " ".join([*env, head, *flags]), unflagged
 
     full, unflagged = command(chosen)
-    minimal, _ = command(r.minimal)
-    return {"command": full, "minimal_command": minimal, "not_restorable": unflagged}
+    minimal, missing = command(r.minimal)
+    return {
+        "command": full,
+        "minimal_command": minimal if len(missing) < len(r.minimal) else None,
+        "not_restorable": unflagged,
+    }
 
 
 # ---- the verdict -------------------------------------------------------------------------------
@@ -573,7 +587,7 @@ def mechanism(a: dict, b: dict) -> list[str]:
     p0, p1 = sa["preemptions"], sb["preemptions"]
     if abs(p1 - p0) >= max(5, 0.25 * max(p0, p1)):
         word = "more" if p1 > p0 else "fewer"
-        found.append((abs(rel(p0, p1)) + 1, f"{word} preemptions ({p0:,} -> {p1:,})"))
+        found.append((abs(rel(p0, p1)) + 1, f"{word} preemptions ({p0:,.0f} -> {p1:,.0f})"))
     for key, up, down, unit, digits in (
         ("mean_batch_size", "larger batches", "smaller batches", "", 1),
         ("mean_step_ms", "longer steps", "shorter steps", " ms", 2),
@@ -603,7 +617,7 @@ def mechanism(a: dict, b: dict) -> list[str]:
             (
                 abs(rel(sa["num_kv_blocks"], sb["num_kv_blocks"])),
                 f"a {'larger' if sb['num_kv_blocks'] > sa['num_kv_blocks'] else 'smaller'} KV "
-                f"pool ({sa['num_kv_blocks']:,} -> {sb['num_kv_blocks']:,} blocks)",
+                f"pool ({sa['num_kv_blocks']:,.0f} -> {sb['num_kv_blocks']:,.0f} blocks)",
             )
         )
     found.sort(key=lambda t: -t[0])

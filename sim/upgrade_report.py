@@ -186,15 +186,15 @@ def report_text(s: dict, plots: dict) -> str:
         "",
         "| simulator figure | " + b + " | " + a + " |",
         "|---|---|---|",
-        f"| engine steps | {sb['steps']:,} | {sa['steps']:,} |",
+        f"| engine steps | {sb['steps']:,.0f} | {sa['steps']:,.0f} |",
         f"| mean / p99 step | {sb['mean_step_ms']:.2f} / {sb['p99_step_ms']:.1f} ms | "
         f"{sa['mean_step_ms']:.2f} / {sa['p99_step_ms']:.1f} ms |",
         f"| mean batch / tokens per step | {sb['mean_batch_size']:.1f} / "
         f"{sb['mean_tokens_per_step']:.0f} | {sa['mean_batch_size']:.1f} / "
         f"{sa['mean_tokens_per_step']:.0f} |",
-        f"| preemptions | {sb['preemptions']:,} | {sa['preemptions']:,} |",
-        f"| KV blocks / peak use | {sb['num_kv_blocks']:,} / {sb['kv_usage_peak']:.0%} | "
-        f"{sa['num_kv_blocks']:,} / {sa['kv_usage_peak']:.0%} |",
+        f"| preemptions | {sb['preemptions']:,.1f} | {sa['preemptions']:,.1f} |",
+        f"| KV blocks / peak use | {sb['num_kv_blocks']:,.0f} / {sb['kv_usage_peak']:.0%} | "
+        f"{sa['num_kv_blocks']:,.0f} / {sa['kv_usage_peak']:.0%} |",
         f"| prefix-cache hits | {sb['prefix_cache_hit_rate']:.0%} | "
         f"{sa['prefix_cache_hit_rate']:.0%} |",
         f"| attention priced with | {sb['attention_kernel']} | {sa['attention_kernel']} |",
@@ -320,11 +320,20 @@ def report_text(s: dict, plots: dict) -> str:
         "",
         "## Restoring the old behaviour on the new version",
         "",
-        f"{a} with the minimal set set back ({', '.join(s['minimal_set']) or 'nothing'}):",
-        "",
-        "```bash",
-        rc["minimal_command"],
-        "```",
+        *(
+            [
+                f"{a} with the minimal set set back ({', '.join(s['minimal_set'])}):",
+                "",
+                "```bash",
+                rc["minimal_command"],
+                "```",
+            ]
+            if rc["minimal_command"]
+            else [
+                f"No engine flag sets the minimal set ({', '.join(s['minimal_set']) or 'empty'}) "
+                "back; see below."
+            ]
+        ),
         "",
         "Every changed setting set back (those that matter first):",
         "",
@@ -340,8 +349,8 @@ def report_text(s: dict, plots: dict) -> str:
         "## Method",
         "",
         f"{s['simulations_run']} simulations ({sh['attribution_simulations']} for the "
-        f"attribution over {len(sh['seeds'])} seeds, the rest for the load sweep), "
-        f"{s['wall_time_s']:.0f} s. Each mixture is the before version's resolved settings "
+        f"attribution over {len(sh['seeds'])} seeds, the rest for the load sweep; the wall "
+        "time is in summary.json). Each mixture is the before version's resolved settings "
         "with some changes applied; settings the engine derives from its KV pool at start-up "
         "are re-derived for each. See docs/upgrade_diff.md.",
         "",

@@ -237,3 +237,6 @@ def test_restore_flags_speak_each_engines_language():
     sg_flags = {c.name: restore_flag(sg.after, c) for c in sg.changes}
     for flag, _ in sg_flags.values():
         assert flag is None or flag.startswith(("--", "SGLANG"))
+    old = make_plan(cfg_of("upgrade.before=sglang@0.3.6", "upgrade.after=sglang@0.4.6"))
+    backend = next(c for c in old.changes if c.name == "attention_backend")
+    assert restore_flag(old.after, backend)[0] == "--attention-backend flashinfer"
