@@ -390,22 +390,14 @@ def attribute(
         shap[metric] = stack.mean(axis=0).tolist()
         ci[metric] = (1.96 * np.sqrt(spread**2 + sampling**2)).tolist()
         one = [one_at_a_time(n, Memo(lambda s, d=d, m=metric: v(d, s, m))) for d in seeds]
-        added[metric] = (
-            np.mean(
-                [[pct(d, x, metric) for x in a] for d, (a, _) in zip(seeds, one, strict=True)],
-                axis=0,
-            ).tolist()
-            if n
-            else []
+        # per seed, in percent: (seeds x 2 x n) -> the mean over seeds of each direction
+        both = np.array(
+            [
+                [[pct(d, x, metric) for x in way] for way in o]
+                for d, o in zip(seeds, one, strict=True)
+            ]
         )
-        removed[metric] = (
-            np.mean(
-                [[pct(d, x, metric) for x in r] for d, (_, r) in zip(seeds, one, strict=True)],
-                axis=0,
-            ).tolist()
-            if n
-            else []
-        )
+        added[metric], removed[metric] = both.reshape(len(seeds), 2, n).mean(axis=0).tolist()
         totals = [pct(d, v(d, everything, metric) - v(d, (), metric), metric) for d in seeds]
         change[metric] = float(np.mean(totals))
         change_ci[metric] = (
