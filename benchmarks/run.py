@@ -14,6 +14,9 @@ RSS, simulated steps, µs of wall time per simulated step and simulated seconds 
              with 200 chat requests arriving while it is served
   sweep      64 configurations (max_num_batched_tokens x max_num_seqs x rate) of the yardstick's
              first 2,000 requests through Hydra's multirun with the joblib launcher (every core)
+  long_context  `python -m sim scenario=long_context` as shipped: the 1M-token request alone and
+             among chat traffic for four budget settings (9 engine runs, every core), the
+             11-model architecture table and the remedies, outputs and plots included
 
 yardstick and sweep read the Azure trace from ../shared/data (they say so and are skipped when
 it is absent); the others need nothing outside the repository.
@@ -41,7 +44,7 @@ from sim.paths import MODEL_CATALOG_DIR, SHARED_DATA_DIR  # noqa: E402
 
 AZURE_CONV = SHARED_DATA_DIR / "vidur" / "processed_traces" / "splitwise_conv.csv"
 MAX_TOKENS = 4096  # Vidur's clip of prompt + output
-NAMES = ("yardstick", "saturated", "long", "sweep")
+NAMES = ("yardstick", "saturated", "long", "sweep", "long_context")
 SWEEP = {
     "engine_args.max_num_batched_tokens": "256,512,1024,2048",
     "engine_args.max_num_seqs": "32,64,128,256",
@@ -242,6 +245,22 @@ def run_sweep(work: Path) -> dict:
     }
 
 
+def run_long_context(work: Path) -> dict:
+    """The whole scenario through `python -m sim`, as a user runs it."""
+    out = work / "long_context"
+    cmd = [sys.executable, "-m", "sim", "scenario=long_context", f"hydra.run.dir={out}"]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    s = json.loads((out / "summary.json").read_text())
+    runs = s["engine_runs"]
+    return _figures(wall, runs["steps"], runs["simulated_s"]) | {
+        "simulations": runs["simulations"],
+        "architectures": len(s["architectures"]),
+        "scenario_wall_s": round(s["wall_time_s"], 2),  # without start-up and imports
+    }
+
+
 def _figures(wall: float, steps: int, sim_s: float) -> dict:
     return {
         "wall_s": round(wall, 3),
@@ -256,7 +275,8 @@ def worker(name: str, split: bool) -> None:
     with tempfile.TemporaryDirectory(prefix=f"sim-bench-{name}-") as tmp:
         work = Path(tmp)
         try:
-            out = run_sweep(work) if name == "sweep" else run_one(name, work, split)
+            special = {"sweep": run_sweep, "long_context": run_long_context}
+            out = special[name](work) if name in special else run_one(name, work, split)
         except FileNotFoundError as exc:
             out = {"skipped": str(exc)}
     print(json.dumps(out))

@@ -104,6 +104,33 @@ def upgrade_diff_task(sim_cfg, out_dir: Path) -> dict:
     return summary
 
 
+def long_context_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.console import ProgressBar
+    from sim.long_context_report import write_long_context_outputs
+    from sim.long_context_study import run_long_context
+    from sim.long_context_text import (
+        cotenant_sentence,
+        decode_sentence,
+        memory_sentence,
+        ttft_sentence,
+    )
+
+    with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty(), what="runs") as bar:
+        study = run_long_context(sim_cfg, progress=bar.update_count)
+    write_long_context_outputs(study, out_dir)
+    s = study.summary
+    print(f"long_context: {s['model']}, {s['prompt_tokens']:,} prompt tokens on {s['hardware']}")
+    for title, sentence in (
+        ("Memory", memory_sentence),
+        ("TTFT", ttft_sentence),
+        ("Decode", decode_sentence),
+        ("Everyone else", cotenant_sentence),
+    ):
+        print(f"  {title}: {sentence(s)}")
+    print(f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, report.md, plots)")
+    return s
+
+
 def print_upgrade(s: dict, out_dir: Path) -> None:
     from sim.upgrade import METRICS
     from sim.upgrade_diff import NAMES, fmt
@@ -144,6 +171,7 @@ TASKS = {
     "show_engine": show_engine_task,
     "validate": validate_task,
     "upgrade_diff": upgrade_diff_task,
+    "long_context": long_context_task,
 }
 
 
@@ -173,6 +201,10 @@ def main() -> None:
                     from sim.upgrade_diff import make_plan
 
                     make_plan(cfg)
+                elif cfg.task == "long_context":
+                    from sim.long_context_run import Context
+
+                    Context.of(cfg).settings(cfg.parallel.tp)
         except UserError as exc:
             if os.environ.get("SIM_DEBUG"):
                 raise

@@ -5,8 +5,8 @@ once, and remembered (KernelPricer.prefill_chunk_s). Decode: a sequence's attent
 its context alone for a given batch, so it is looked up in a ContextTable per (layer kind,
 batch size, beside a prefill or not) and summed in order; decode() prices many steps at once
 (rows of a steps x sequences matrix, for fast-forwarded runs) and decode_one() one step in
-plain Python, with the same operations in the same order, hence the same bits. MLA and linear
-attention are priced by the roofline prior (sim/kernels.py).
+plain Python, with the same operations in the same order, hence the same bits. MLA, sparse
+attention's indexer and linear attention are priced by the roofline prior (sim/kernels.py).
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ class AttentionCost:
         self.kv_cache_dtype = kv_cache_dtype
         self.kv_dtype = "fp8" if kv_cache_dtype == "fp8" else "bf16"
         self.heads = model.num_q_heads // tp
+        # MLA: the latent each cached token keeps (the sparse indexer's keys are priced apart);
+        # sparse attention (DeepSeek V3.2) attends to at most topk positions per query, while
+        # its indexer, replicated on every TP rank, still scores every position
+        mla = model.mla
+        self.latent_bytes = int(mla.latent_dim * model.kv_dtype_bytes(kv_cache_dtype)) if mla else 0
+        self.topk = model.indexer.topk_tokens if model.indexer else 0
         self.shapes = {  # the attention kernel of each layer kind, for the pricer
             id(layer): AttentionShape(
                 self.heads,
@@ -70,14 +76,22 @@ class AttentionCost:
                 pre = pr.linear_attention_s(float(sum(pre_q)), n_pre, flops, state)
             elif layer.attention is Attention.MLA:
                 a = m.mla
-                latent = m.kv_bytes_per_token_of(layer, self.kv_cache_dtype)
                 qk = a.qk_nope_head_dim + a.qk_rope_head_dim
                 q, c = np.array(pre_q, dtype=np.int64), np.array(pre_c, dtype=np.int64)
-                pre = float(
-                    pr.mla_prefill_s(
-                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, latent
-                    ).sum()
-                )
+                if self.topk:
+                    per_seq = pr.sparse_mla_prefill_s(
+                        q, c, self.heads, a.latent_dim, a.kv_lora_rank, self.latent_bytes, self.topk
+                    )
+                else:
+                    per_seq = pr.mla_prefill_s(
+                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, self.latent_bytes
+                    )
+                pre = float(per_seq.sum())
+                if m.indexer is not None:
+                    ix = m.indexer
+                    pre += float(
+                        pr.indexer_s(q, c, ix.num_heads, ix.head_dim, ix.bytes_per_token).sum()
+                    )
             else:
                 shape = self.shapes[id(layer)]
                 pre = self._prefill_chunks(index, shape, pre_q, pre_c)
@@ -122,11 +136,14 @@ class AttentionCost:
         if table is None:
             m, pr = self.model, self.pricer
             if layer.attention is Attention.MLA:
-                a = m.mla
-                latent = m.kv_bytes_per_token_of(layer, self.kv_cache_dtype)
+                a, ix = m.mla, m.indexer
+                latent, topk = self.latent_bytes, self.topk
 
                 def per_sequence(c):
-                    return pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent)
+                    t = pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent, topk)
+                    if ix is None:
+                        return t
+                    return t + pr.indexer_s(1, c, ix.num_heads, ix.head_dim, ix.bytes_per_token)
 
                 table = ContextTable(per_sequence)
             else:

@@ -17,7 +17,7 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate", "kernel_check", "show_engine", "validate", "upgrade_diff")
+TASKS = ("simulate", "kernel_check", "show_engine", "validate", "upgrade_diff", "long_context")
 
 
 def _opt(default=None, **checks):
@@ -125,6 +125,37 @@ class UpgradeConfig:
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
 
 
+ARCHITECTURES = (
+    "llama-3.1-8b",  # GQA, 8 KV heads
+    "llama-2-7b-hf",  # MHA: every head keeps its KV
+    "qwen2.5-7b-instruct-1m",  # GQA, trained to 1M
+    "deepseek-v3",  # MLA: a latent per token
+    "deepseek-v3.2",  # MLA + sparse attention (top-k with an indexer)
+    "gemma-3-27b-it",  # 5 sliding-window layers per full one
+    "gpt-oss-120b",  # alternating 128-token sliding windows
+    "llama-4-scout-17b-16e",  # chunked-local attention, 3 of 4 layers
+    "qwen3-next-80b-a3b",  # hybrid: 3 Gated DeltaNet layers per full one
+    "kimi-linear-48b-a3b",  # hybrid: linear (KDA) + MLA
+    "minimax-text-01",  # hybrid: 7 lightning (linear) layers per full one
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LongContextConfig:
+    """scenario=long_context: one very long request among ordinary traffic."""
+
+    prompt_tokens: int = _opt(1048576, min=1)
+    output_tokens: int = _opt(256, min=1)
+    arrival_s: float = _opt(30.0, min=0)  # when the long request arrives among the traffic
+    background: bool = True  # the workload's traffic around it (the co-tenants)
+    budgets: tuple[int, ...] | None = (2048, 8192, 32768)  # chunked-prefill token budgets
+    # compared for the co-tenants (the engine's own is always added)
+    architectures: tuple[str, ...] | None = ARCHITECTURES  # models compared at this length
+    network_bytes_per_s: float = _opt(50e9, gt=0)  # per GPU between nodes (400 Gb/s NIC):
+    # KV transfer of a separate prefill pool, context parallelism beyond one node
+    jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+
+
 @dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
@@ -144,6 +175,7 @@ class SimConfig:
     kernel_check: KernelCheckConfig = field(default_factory=KernelCheckConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     upgrade: UpgradeConfig = field(default_factory=UpgradeConfig)
+    long_context: LongContextConfig = field(default_factory=LongContextConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:

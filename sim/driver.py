@@ -216,9 +216,14 @@ def run_simpy(
     def pipeline(engine: Engine):
         in_flight = [0]
         landed = [env.event()]  # triggered when a micro-batch leaves the last stage
+        last_land = [0.0]  # when the micro-batch started before this one leaves the pipeline
 
         def micro_batch(plan, cost, start_s):
-            yield env.timeout(cost.latency_s)
+            # stages are first in, first out: a short micro-batch behind a long one leaves
+            # the last stage only after it, plus its own time there
+            land_s = max(start_s + cost.latency_s, last_land[0] + cost.gpu_s / engine.pp)
+            last_land[0] = land_s
+            yield env.timeout(land_s - start_s)
             finished = engine.finish_step(plan, cost, start_s, env.now)
             in_flight[0] -= 1
             if not landed[0].triggered:

@@ -312,11 +312,34 @@ class KernelPricer:
             p.memory_bandwidth_efficiency,
         )
 
-    def mla_decode_s(
-        self, ctx, heads, latent_dim, kv_lora_rank, latent_bytes_per_token
+    def sparse_mla_prefill_s(
+        self, q, c, heads, latent_dim, kv_lora_rank, latent_bytes_per_token, topk
     ) -> np.ndarray:
-        """Per sequence: absorbed MLA decode reads the latent of every cached token."""
+        """Per sequence: sparse MLA (DeepSeek V3.2) runs in the latent space, as decode does,
+        each query over the at most `topk` positions its indexer picked, whatever the
+        context: the pairs of a sliding window of topk keys. Each query gathers its own picks
+        (all its heads share them)."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, topk, False)
+        flops = 2 * heads * (latent_dim + kv_lora_rank) * pairs
+        nbytes = pairs * latent_bytes_per_token + q * heads * latent_dim * ACT_BYTES
+        p = self.prior
+        return self._prior(
+            "mla",
+            flops,
+            nbytes,
+            p.attention_prefill_flops_efficiency,
+            p.memory_bandwidth_efficiency,
+        )
+
+    def mla_decode_s(
+        self, ctx, heads, latent_dim, kv_lora_rank, latent_bytes_per_token, topk=0
+    ) -> np.ndarray:
+        """Per sequence: absorbed MLA decode reads the latent of every cached token (of at
+        most `topk` of them with sparse attention)."""
         keys = np.asarray(ctx, dtype=np.float64) + 1
+        if topk:
+            keys = np.minimum(keys, topk)
         flops = 2 * heads * (latent_dim + kv_lora_rank) * keys
         p = self.prior
         return self._prior(
@@ -325,6 +348,23 @@ class KernelPricer:
             keys * latent_bytes_per_token,
             p.attention_prefill_flops_efficiency,
             p.attention_decode_bandwidth_efficiency,
+        )
+
+    def indexer_s(self, q, c, heads, head_dim, key_bytes_per_token) -> np.ndarray:
+        """Per sequence: DeepSeek sparse attention's lightning indexer. Every new token scores
+        every earlier position (fp8 dot products over `heads` x `head_dim`) to pick its top k:
+        quadratic in the context like dense attention, at a fraction of its width. q = 1 is
+        a decode (one query over c cached keys and its own)."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, 0, False)
+        flops = 2 * heads * head_dim * pairs
+        nbytes = (c + q) * key_bytes_per_token + q * heads * head_dim
+        self.used.setdefault("indexer", "prior")
+        hw, p = self.hardware, self.prior
+        peak = hw.flops_per_s.get("fp8", hw.peak_flops_per_s("bf16"))
+        return np.maximum(
+            flops / (peak * p.attention_prefill_flops_efficiency),
+            nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
         )
 
     def linear_attention_s(self, tokens, seqs, flops_per_token, state_bytes) -> float:

@@ -40,9 +40,11 @@ class Setup:
     pricing: PricingChoice
 
     @classmethod
-    def from_config(cls, cfg: SimConfig) -> Setup:
+    def from_config(cls, cfg: SimConfig, model: ModelSpec | None = None) -> Setup:
+        """`model`, when given, replaces the one cfg.model names (long_context: a model
+        allowed a context beyond its trained length)."""
         hardware = load_hardware(cfg.hardware)
-        model = load_model(cfg.model)
+        model = model or load_model(cfg.model)
         _check_heads(model, cfg.parallel.tp)
         settings = resolve(
             cfg.engine, hardware, model, cfg.parallel.tp, cfg.entry_point, cfg.engine_args
@@ -203,12 +205,17 @@ def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
 
 
 def simulate(
-    cfg: SimConfig, progress: Progress | None = None, setup: Setup | None = None
+    cfg: SimConfig,
+    progress: Progress | None = None,
+    setup: Setup | None = None,
+    workload: Workload | None = None,
 ) -> RunResult:
-    """Run `cfg` (with `setup`, when given, in place of the one its config resolves to)."""
+    """Run `cfg` (with `setup` and `workload`, when given, in place of the ones its config
+    resolves to and generates)."""
     started = time.perf_counter()
     setup = setup or Setup.from_config(cfg)
-    workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    if workload is None:
+        workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
     if cfg.workload.stagger:
         workload = stagger_first_wave(workload, setup)
     g, b = workload.content_block_tokens, setup.memory.block_size

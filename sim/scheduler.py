@@ -175,10 +175,16 @@ class SchedulerBase:
         finished = []
         gaps = []
         measure_from = self.itl.measure_from
-        for req, marks in zip(plan.requests, plan.preemptions, strict=True):
+        rows = zip(
+            plan.requests, plan.preemptions, plan.num_context_tokens, plan.num_new_tokens,
+            strict=True,
+        )  # fmt: skip
+        for req, marks, context, new in rows:
             out = req.num_output_tokens
-            if req.num_computed_tokens < req.prompt_len + out or req.num_preemptions != marks:
-                continue  # a partial prefill (no token yet), or preempted since it was planned
+            if context + new < req.prompt_len + out or req.num_preemptions != marks:
+                # a partial prefill (no token yet; with pipeline parallelism, an earlier chunk
+                # landing after the last one was scheduled), or preempted since it was planned
+                continue
             out += 1
             req.num_output_tokens = out
             if req.first_token_s is None:
