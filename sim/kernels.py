@@ -303,6 +303,9 @@ class KernelPricer:
         flops = 2 * heads * (qk_head_dim + v_head_dim) * pairs
         flops = flops + 2 * kv_lora_rank * heads * (qk_head_dim + v_head_dim) * c
         nbytes = (c + q) * latent_bytes_per_token + q * 2 * heads * qk_head_dim * ACT_BYTES
+        return self._mla_prefill_prior(flops, nbytes)
+
+    def _mla_prefill_prior(self, flops, nbytes) -> np.ndarray:
         p = self.prior
         return self._prior(
             "mla",
@@ -323,14 +326,7 @@ class KernelPricer:
         pairs = causal_pairs(q, c, topk, False)
         flops = 2 * heads * (latent_dim + kv_lora_rank) * pairs
         nbytes = pairs * latent_bytes_per_token + q * heads * latent_dim * ACT_BYTES
-        p = self.prior
-        return self._prior(
-            "mla",
-            flops,
-            nbytes,
-            p.attention_prefill_flops_efficiency,
-            p.memory_bandwidth_efficiency,
-        )
+        return self._mla_prefill_prior(flops, nbytes)
 
     def mla_decode_s(
         self, ctx, heads, latent_dim, kv_lora_rank, latent_bytes_per_token, topk=0

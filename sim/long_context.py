@@ -77,8 +77,12 @@ class Fit:
 
     @property
     def parallel(self) -> str:
-        parts = [f"tp={self.tp}"] + [f"{k}={v}" for k, v in (("pp", self.pp), ("cp", self.cp))]
-        return " ".join(p for p in parts if not p.endswith("=1") or p.startswith("tp"))
+        return parallel_label(self.tp, self.pp, self.cp)
+
+
+def parallel_label(tp: int, pp: int = 1, cp: int = 1) -> str:
+    """`tp=8`, `tp=8 pp=2`, `tp=8 cp=4`."""
+    return " ".join([f"tp={tp}"] + [f"{k}={v}" for k, v in (("pp", pp), ("cp", cp)) if v > 1])
 
 
 def check_fit(
@@ -108,7 +112,7 @@ def check_fit(
     if need > pool:
         why = (
             f"one {num_tokens:,}-token sequence needs {need / GIB:.1f} GiB of KV cache per GPU "
-            f"at {Fit(tp, pp, cp, 0, False, 0, 0, 0, 0, 0, '').parallel}; the memory plan "
+            f"at {parallel_label(tp, pp, cp)}; the memory plan "
             f"leaves {pool / GIB:.1f} GiB (the longest that fits: {longest:,} tokens)"
         )
     return Fit(tp, pp, cp, num_tokens, need <= pool, weights, activation, pool, need, longest, why)

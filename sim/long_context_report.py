@@ -159,9 +159,7 @@ def write_long_context_outputs(study: Study, out_dir: Path) -> None:
     if study.steps is not None:
         write_parquet(out_dir / "steps.parquet", study.steps)
         write_parquet(out_dir / "requests.parquet", study.requests)
-    plots = {}
-    if s["simulated"] or study.scaling is not None:
-        plots["scaling"] = plot_scaling(study, out_dir / "ttft_scaling.png")
+    plots = {"scaling": plot_scaling(study, out_dir / "ttft_scaling.png")}
     plots["timeline"] = plot_timeline(study, out_dir / "timeline.png")
     plots["architectures"] = plot_architectures(s["architectures"], out_dir / "architectures.png")
     write_text(out_dir / "report.md", report_text(s, plots))

@@ -80,6 +80,12 @@ class Context:
             self.cfg.dtype, tp, pp, cp,
         )  # fmt: skip
 
+    def smallest_fit(self) -> Fit | None:
+        """The smallest configuration holding the sequence (pipeline stages only where the
+        engine runs them: vLLM V1)."""
+        allow_pp = self.settings(self.cfg.parallel.tp).scheduler.startswith("vllm_v1")
+        return smallest_fit(lambda tp, pp: self.fit(tp, pp), self.model, allow_pp)
+
     def cost_model(self, tp: int, pp: int = 1, **changes) -> CostModel:
         """The step cost model at this parallelism, whether or not the sequence fits (the
         time it would take)."""
@@ -113,10 +119,7 @@ def fit_for_simulation(ctx: Context) -> tuple[Fit, Fit | None]:
     smallest that does; None when nothing does)."""
     par = ctx.cfg.parallel
     given = ctx.fit(par.tp, par.pp)
-    if given.fits:
-        return given, given
-    allow_pp = ctx.settings(par.tp).scheduler.startswith("vllm_v1")
-    return given, smallest_fit(lambda tp, pp: ctx.fit(tp, pp), ctx.model, allow_pp)
+    return given, given if given.fits else ctx.smallest_fit()
 
 
 def sim_config(ctx: Context, fit: Fit, **changes) -> SimConfig:
@@ -241,14 +244,12 @@ def long_request_figures(requests: pd.DataFrame, k: int) -> dict:
     }
 
 
-def prefill_split(ctx: Context, fit: Fit, chunk: int) -> tuple[dict, list[dict]]:
-    """The walk at the prompt length (its split) and at every scaling length."""
-    cost = ctx.cost_model(fit.tp, fit.pp)
+def prefill_split(cost: CostModel, prompt_tokens: int, chunk: int) -> tuple[dict, list[dict]]:
+    """The walk at every scaling length, the last being the prompt's (its split)."""
     rows = []
-    for n in scaling_lengths(ctx.cfg.long_context.prompt_tokens):
-        w = walk_prefill(cost, n, chunk if chunk < ctx.total_tokens else n)
-        rows.append({"prompt_tokens": n, "ttft_s": w.total_s, **w.breakdown()})
-    last = walk_prefill(cost, ctx.cfg.long_context.prompt_tokens, chunk)
+    for n in scaling_lengths(prompt_tokens):
+        last = walk_prefill(cost, n, chunk)
+        rows.append({"prompt_tokens": n, "ttft_s": last.total_s, **last.breakdown()})
     split = {
         "walk_ttft_s": last.total_s,
         "breakdown_s": last.breakdown(),

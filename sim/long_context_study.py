@@ -39,7 +39,7 @@ from sim.long_context_run import (
 )
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Study:
     summary: dict
     scaling: pd.DataFrame  # TTFT split by prompt length
@@ -64,10 +64,9 @@ def run_long_context(cfg: SimConfig, progress=None) -> Study:
         **memory,
     }
     at = fit or given  # where time is measured: the simulated fit, else the given config
-    settings = ctx.settings(at.tp)
-    chunk = chunk_tokens(settings, lc.prompt_tokens)
-    split, scaling = prefill_split(ctx, at, chunk)
     cost = ctx.cost_model(at.tp, at.pp)
+    chunk = chunk_tokens(cost.settings, lc.prompt_tokens)
+    split, scaling = prefill_split(cost, lc.prompt_tokens, chunk)
     dec = decode_at(cost, lc.prompt_tokens, at.kv_bytes_sequence_per_gpu, at.weights_bytes_per_gpu)
     s |= {
         "simulated": fit is not None,
@@ -80,17 +79,25 @@ def run_long_context(cfg: SimConfig, progress=None) -> Study:
         "flops_crossover_tokens": flops_crossover_tokens(ctx.model),
         "time_crossover_tokens": _time_crossover(scaling),
         "decode_ms_per_token": dec.total_s * 1e3,
-        "decode": {k: v * 1e3 if k.endswith("_s") else v for k, v in asdict(dec).items()},
+        "decode": _in_ms(asdict(dec)),
     }
     steps = requests = long_index = None
     if fit is not None:
-        runs = _engine_runs(ctx, fit, dec.total_s, progress)
+        runs = _engine_runs(ctx, fit, cost, dec.total_s, progress)
         s |= runs["summary"]
         steps, requests, long_index = runs["steps"], runs["requests"], runs["long_index"]
     s["architectures"] = [architecture_row(cfg, name) for name in lc.architectures or ()]
     s["remedies"] = remedies(ctx, at, split, dec, s)
     s["wall_time_s"] = time.perf_counter() - started
     return Study(s, pd.DataFrame(scaling), steps, requests, long_index)
+
+
+def _in_ms(record: dict) -> dict:
+    """A record's `*_s` fields as `*_ms`."""
+    return {
+        (k[:-2] + "_ms" if k.endswith("_s") else k): (v * 1e3 if k.endswith("_s") else v)
+        for k, v in record.items()
+    }
 
 
 def _engine_label(ctx: Context) -> str:
@@ -103,12 +110,7 @@ def memory_section(ctx: Context, given: Fit, fit: Fit | None) -> dict:
     n = ctx.total_tokens
     par = ctx.cfg.parallel
     fp8 = ctx.fit(par.tp, par.pp, kv_cache_dtype="fp8")
-    smallest = fit if fit is not None and fit is not given else (given if given.fits else None)
-    if smallest is given:  # the given config fits: is there a smaller one?
-        from sim.long_context import smallest_fit
-
-        allow_pp = ctx.settings(par.tp).scheduler.startswith("vllm_v1")
-        smallest = smallest_fit(lambda tp, pp: ctx.fit(tp, pp), m, allow_pp)
+    smallest = ctx.smallest_fit() if given.fits else fit  # fit: already the smallest
     return {
         "given_parallel": given.parallel,
         "given_gpus": given.num_gpus,
@@ -158,7 +160,9 @@ def _chunk_of(variant: dict, prompt_tokens: int) -> int:
     return min(variant["budget"], cap, prompt_tokens)
 
 
-def _engine_runs(ctx: Context, fit: Fit, step_s: float, progress):
+def _engine_runs(ctx: Context, fit: Fit, cost, step_s: float, progress):
+    """The request alone, then each traffic variant with and without it (`cost`: the step
+    cost model at fit's parallelism; `step_s`: a decode step alone at the prompt's context)."""
     cfg, lc = ctx.cfg, ctx.cfg.long_context
     settings = ctx.settings(fit.tp)
     engine = (settings.max_num_batched_tokens, settings.long_prefill_token_threshold)
@@ -166,7 +170,6 @@ def _engine_runs(ctx: Context, fit: Fit, step_s: float, progress):
     jobs = [(sim_config(ctx, fit), ctx.model, alone, False)]
     variants = traffic_variants(ctx, fit) if lc.background else []
     if variants:  # traffic until the long request's slowest variant is surely done
-        cost = ctx.cost_model(fit.tp, fit.pp)
         prefill_s = max(
             walk_prefill(cost, lc.prompt_tokens, _chunk_of(v, lc.prompt_tokens)).total_s
             for v in variants

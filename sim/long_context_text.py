@@ -90,11 +90,11 @@ def ttft_sentence(s: dict) -> str:
 
 def decode_sentence(s: dict) -> str:
     d = s["decode"]
-    bound = "the KV cache" if d["kv_s"] > d["weights_s"] else "the weights"
+    bound = "the KV cache" if d["kv_ms"] > d["weights_ms"] else "the weights"
     return (
         f"Each further token then takes {ms(s['decode_ms_per_token'])}: "
-        f"{pct(d['kv_s'] / d['total_s'])} of a step reads the sequence's "
-        f"{gib(d['kv_bytes_per_gpu'])} of KV per GPU and {pct(d['weights_s'] / d['total_s'])} "
+        f"{pct(d['kv_ms'] / d['total_ms'])} of a step reads the sequence's "
+        f"{gib(d['kv_bytes_per_gpu'])} of KV per GPU and {pct(d['weights_ms'] / d['total_ms'])} "
         f"reads {gib(d['weights_bytes_per_gpu'])} of weights: decode at this context is bound "
         f"by {bound}."
     )
@@ -175,12 +175,12 @@ def decode_section(s: dict) -> list[str]:
     rows = [
         (
             "weights read (GEMMs, experts, LM head)",
-            ms(d["weights_s"]),
+            ms(d["weights_ms"]),
             gib(d["weights_bytes_per_gpu"]),
         ),
-        ("KV read (attention)", ms(d["kv_s"]), gib(d["kv_bytes_per_gpu"])),
-        ("all-reduce, norms, launches, CPU", ms(d["other_s"]), ""),
-        ("one step alone", ms(d["total_s"]), ""),
+        ("KV read (attention)", ms(d["kv_ms"]), gib(d["kv_bytes_per_gpu"])),
+        ("all-reduce, norms, launches, CPU", ms(d["other_ms"]), ""),
+        ("one step alone", ms(d["total_ms"]), ""),
     ]
     return [
         "## 3. Decode",

@@ -102,8 +102,10 @@ def test_llama_8b_needs_four_h100s_for_a_million_tokens():
     cfg = config(parallel={"tp": 1})
     ctx = Context.of(cfg)
     given, fit = fit_for_simulation(ctx)
-    assert not given.fits and "does not fit" not in given.why  # the why names the numbers
-    assert "128.0 GiB" in given.why
+    assert not given.fits
+    longest = max_context_tokens(ctx.model, "auto", given.kv_pool_bytes_per_gpu, tp=1)
+    assert longest == given.max_context_tokens < M
+    assert "128.0 GiB" in given.why and f"the longest that fits: {longest:,} tokens" in given.why
     assert not ctx.fit(2).fits
     assert (fit.tp, fit.pp) == (4, 1)
     s = run_long_context(cfg).summary
@@ -116,7 +118,8 @@ def test_walk_equals_the_engines_ttft_and_no_token_is_lost(tp, pp):
     prompt, output = 100_000, 8
     ctx = Context.of(config(parallel={"tp": tp, "pp": pp}, long_context={"prompt_tokens": prompt}))
     fit = ctx.fit(tp, pp)
-    split, rows = prefill_split(ctx, fit, chunk_tokens(ctx.settings(tp), prompt))
+    cost = ctx.cost_model(tp, pp)
+    split, rows = prefill_split(cost, prompt, chunk_tokens(cost.settings, prompt))
     w, _ = with_long_request(None, 0.0, prompt, output)
     run = simulate_run(sim_config(ctx, fit), ctx.model, w, keep=True)
     engine = long_request_figures(run["requests"], 0)
