@@ -26,9 +26,26 @@ def fail(message: str) -> None:
 
 
 def run_task(cfg: DictConfig) -> dict:
+    """Run the task into the run dir. In a sweep (-m), a run dir that already finished this
+    very configuration is not run again: an interrupted sweep resumes (sim/sweep.py)."""
+    from dataclasses import asdict
+
+    from hydra.types import RunMode
+
+    from sim.sweep import finished_summary, mark_finished
+
     sim_cfg = to_sim_config(cfg)
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    return TASKS[sim_cfg.task](sim_cfg, out_dir)
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    sweeping = hc.mode == RunMode.MULTIRUN
+    config = asdict(sim_cfg)
+    if sweeping and (done := finished_summary(out_dir, config)) is not None:
+        print(f"{out_dir}: already finished, not run again")
+        return done
+    result = TASKS[sim_cfg.task](sim_cfg, out_dir)
+    if sweeping:
+        mark_finished(out_dir, config)
+    return result
 
 
 def simulate_task(sim_cfg, out_dir: Path) -> dict:

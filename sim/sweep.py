@@ -1,0 +1,125 @@
+"""A multirun's sweep table: one row per run, written once the sweep ends, however it ran.
+
+`python -m sim -m KEY=a,b,c ... hydra.sweep.dir=DIR` runs each point in DIR/<job number>/ (with
+the joblib launcher on every core, or the Ray launcher on a cluster); Hydra then calls
+SweepTable.on_multirun_end in the launching process, which reads every run's
+.hydra/overrides.yaml and summary.json and writes DIR/sweep.parquet and DIR/sweep.csv:
+
+    the swept settings, by their own names (`max_num_batched_tokens`, `rate`; the dotted key
+    where two share a name), then the summary's scalar metrics (`p99_ttft_ms`, ...), then
+    `run_dir`.
+
+A run whose dir already holds a summary.json of the same configuration is not simulated again
+(sim/__main__.py), so an interrupted sweep resumes where it stopped and the table still has
+every row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from hydra.experimental.callback import Callback
+
+from sim.outputs import atomic_write
+
+
+def _overrides(run_dir: Path) -> dict[str, str]:
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    items = yaml.safe_load(path.read_text()) or []
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+def _metrics(summary: dict) -> dict:
+    """The summary's top-level numbers (nested records stay in summary.json)."""
+    return {
+        k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def collect(sweep_dir: Path) -> pd.DataFrame:
+    """One row per finished run under `sweep_dir` (runs without a summary.json are left out
+    and named in the frame's attrs["unfinished"])."""
+    runs, unfinished = [], []
+    for run_dir in sorted((p for p in sweep_dir.iterdir() if p.is_dir()), key=_job_order):
+        if not (run_dir / ".hydra").is_dir():
+            continue
+        summary = run_dir / "summary.json"
+        if not summary.is_file():
+            unfinished.append(run_dir.name)
+            continue
+        runs.append((run_dir, _overrides(run_dir), json.loads(summary.read_text())))
+    keys = sorted({k for _, o, _ in runs for k in o})
+    swept = [k for k in keys if len({o.get(k) for _, o, _ in runs}) > 1]
+    leaves = Counter(k.rpartition(".")[2] for k in swept)
+    names = {k: k.rpartition(".")[2] if leaves[k.rpartition(".")[2]] == 1 else k for k in swept}
+    rows = []
+    for run_dir, overrides, summary in runs:
+        row = {names[k]: _value(overrides.get(k)) for k in swept}
+        row |= _metrics(summary)
+        row["run_dir"] = run_dir.name
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs["unfinished"] = unfinished
+    return frame
+
+
+def _job_order(path: Path) -> tuple:
+    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
+
+
+def _value(text: str | None):
+    """An override's value as YAML reads it (8192 -> int, 0.5 -> float, null -> None)."""
+    if text is None:
+        return None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
+    frame = collect(sweep_dir)
+    atomic_write(sweep_dir / "sweep.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic_write(sweep_dir / "sweep.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    return frame
+
+
+class SweepTable(Callback):
+    """Hydra callback (scenarios/config.yaml, hydra.callbacks): the sweep table at the end."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if not sweep_dir.is_dir():
+            return
+        frame = write_sweep_table(sweep_dir)
+        missing = frame.attrs["unfinished"]
+        note = f"; unfinished: {', '.join(missing)}" if missing else ""
+        print(f"sweep: {len(frame)} runs in {sweep_dir}/sweep.parquet and sweep.csv{note}")
+
+
+DONE = "done.json"  # the configuration a finished run ran, written after all its outputs
+
+
+def finished_summary(run_dir: Path, config: dict) -> dict | None:
+    """The summary of a run dir that already ran exactly `config`, else None."""
+    done, summary = run_dir / DONE, run_dir / "summary.json"
+    if not (done.is_file() and summary.is_file()):
+        return None
+    try:
+        if json.loads(done.read_text()) != json.loads(json.dumps(config, default=str)):
+            return None
+        return json.loads(summary.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def mark_finished(run_dir: Path, config: dict) -> None:
+    atomic_write(
+        run_dir / DONE, lambda tmp: tmp.write_text(json.dumps(config, default=str, indent=1))
+    )
