@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from hydra.types import RunMode
+
 from sim.__main__ import run_task
 from sim.cli import compose_config
 from tests.conftest import RUN_FILES
@@ -16,8 +18,9 @@ def _run(tmp_path, name, monkeypatch, *overrides):
     class _Runtime:
         output_dir = str(out)
 
-    class _Hydra:
+    class _Hydra:  # what run_task reads of HydraConfig: a single run into `out`
         runtime = _Runtime()
+        mode = RunMode.RUN
 
     monkeypatch.setattr("sim.__main__.HydraConfig.get", lambda: _Hydra())
     run_task(cfg)
