@@ -44,7 +44,14 @@ def run_task(cfg: DictConfig) -> dict:
         return done
     result = TASKS[sim_cfg.task](sim_cfg, out_dir)
     if sweeping:
+        import time
+
+        from sim.sweep import progress_line
+
         mark_finished(out_dir, config)
+        line = progress_line(Path(hc.sweep.dir), time.time())
+        if line:
+            print(line, flush=True)
     return result
 
 

@@ -90,8 +90,50 @@ def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
     return frame
 
 
+PROGRESS = "sweep_progress.json"  # the sweep's size and start, for each run's progress line
+
+
+def sweep_size(overrides: list[str]) -> int:
+    """Runs a basic sweep over these command-line overrides makes: the product of each swept
+    key's number of values."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    size = 1
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if o.is_sweep_override():
+            size *= len(list(o.sweep_string_iterator()))
+    return size
+
+
+def progress_line(sweep_dir: Path, now: float) -> str | None:
+    """`sweep: 12/64 runs done, 41 s so far, about 3 min left`, from the finished runs' marks
+    (the rate from those finished since this sweep started, so resumed runs do not count)."""
+    try:
+        info = json.loads((sweep_dir / PROGRESS).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    marks = [p.stat().st_mtime for p in sweep_dir.glob(f"*/{DONE}")]
+    started, total = info["started_at"], info["total"]
+    fresh = sum(1 for t in marks if t >= started)
+    elapsed = max(now - started, 0.0)
+    line = f"sweep: {len(marks)}/{total} runs done, {elapsed:.0f} s so far"
+    left = total - len(marks)
+    if fresh and left > 0:
+        line += f", about {elapsed / fresh * left:.0f} s left"
+    return line
+
+
 class SweepTable(Callback):
-    """Hydra callback (scenarios/config.yaml, hydra.callbacks): the sweep table at the end."""
+    """Hydra callback (scenarios/config.yaml, hydra.callbacks): the sweep's size at the start
+    (for each run's progress line), the sweep table at the end."""
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        import time
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        total = sweep_size(list(config.hydra.overrides.task))
+        info = {"total": total, "started_at": time.time()}
+        atomic_write(sweep_dir / PROGRESS, lambda tmp: tmp.write_text(json.dumps(info)))
 
     def on_multirun_end(self, config, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim.sweep import DONE, collect, write_sweep_table
+from sim.sweep import DONE, PROGRESS, collect, progress_line, sweep_size, write_sweep_table
 
 
 def fake_run(root, name, overrides: list[str], summary: dict) -> None:
@@ -79,6 +79,7 @@ def sweep(out, *extra):
 def test_interrupted_sweep_resumes(tmp_path):
     out = sweep(tmp_path)
     assert "sweep: 4 runs" in out
+    assert "sweep: 4/4 runs done" in out  # the last run to finish sees them all
     first = pd.read_csv(tmp_path / "sweep.csv")
     assert sorted(zip(first["max_num_batched_tokens"], first["rate"], strict=True)) == [
         (1024, 4), (1024, 8), (2048, 4), (2048, 8)]  # fmt: skip
@@ -142,3 +143,15 @@ def test_ray_launcher_on_a_local_cluster(tmp_path):
         for s in (a, b):
             s["sim"].pop("wall_time_s")
         assert a == b
+
+
+def test_sweep_size_and_progress(tmp_path):
+    assert sweep_size(["a=1,2,3", "b=range(0,4)", "c=5", "hydra/launcher=joblib"]) == 12
+    assert progress_line(tmp_path, 0.0) is None  # not a sweep dir
+    (tmp_path / PROGRESS).write_text(json.dumps({"total": 8, "started_at": 100.0}))
+    for k, finished_at in enumerate((50.0, 110.0, 120.0)):  # one resumed, two new
+        (tmp_path / str(k)).mkdir()
+        (tmp_path / str(k) / DONE).write_text("{}")
+        os.utime(tmp_path / str(k) / DONE, (finished_at, finished_at))
+    # 2 runs in 40 s -> 20 s each for the 5 left
+    assert progress_line(tmp_path, 140.0) == "sweep: 3/8 runs done, 40 s so far, about 100 s left"
