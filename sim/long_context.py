@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from sim.cost import CostModel
 from sim.errors import UserError
 from sim.hardware import Hardware
-from sim.memory import GIB, activation_peak_bytes, kv_heads_per_gpu, plan_memory
+from sim.memory import GIB, activation_peak_bytes, layer_kv_bytes_per_token_per_gpu, plan_memory
 from sim.model import Attention, ModelSpec
 from sim.roofline import causal_pairs_scalar
 from sim.settings import EngineSettings
@@ -36,21 +36,13 @@ def kv_bytes_sequence_per_gpu(
     model: ModelSpec, num_tokens: int, kv_dtype: str, tp: int, pp: int = 1, cp: int = 1
 ) -> int:
     """KV bytes one GPU holds for one sequence of `num_tokens` (see the module docstring)."""
-    b = model.kv_dtype_bytes(kv_dtype)
     held_tokens = -(-num_tokens // cp)
     total = 0
     for layer, count in model.layer_groups.items():
         held = held_tokens
         if layer.attention in (Attention.SLIDING, Attention.CHUNKED):
             held = min(held_tokens, layer.window_tokens)
-        match layer.attention:
-            case Attention.LINEAR:
-                continue
-            case Attention.MLA:
-                per_token = model.kv_bytes_per_token_of(layer, kv_dtype)
-            case _:
-                per_token = int(2 * kv_heads_per_gpu(model, tp) * model.head_dim * b)
-        total += count * held * per_token
+        total += count * held * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
     total += model.linear_state_bytes(kv_dtype) // tp
     return -(-total // pp)
 

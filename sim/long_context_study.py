@@ -9,7 +9,7 @@ co-tenants measured are those that arrive while the long request is in the engin
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -155,9 +155,14 @@ def traffic_variants(ctx: Context, fit: Fit) -> list[dict]:
     return rows
 
 
-def _chunk_of(variant: dict, prompt_tokens: int) -> int:
-    cap = variant["long_prefill_token_threshold"] or variant["budget"]
-    return min(variant["budget"], cap, prompt_tokens)
+def _variant_chunk(cost, variant: dict, prompt_tokens: int) -> int:
+    """The long prompt's chunk under a traffic variant's settings (chunk_tokens' rule)."""
+    settings = replace(
+        cost.settings,
+        max_num_batched_tokens=variant["budget"],
+        long_prefill_token_threshold=variant["long_prefill_token_threshold"],
+    )
+    return chunk_tokens(settings, prompt_tokens)
 
 
 def _engine_runs(ctx: Context, fit: Fit, cost, step_s: float, progress):
@@ -171,7 +176,7 @@ def _engine_runs(ctx: Context, fit: Fit, cost, step_s: float, progress):
     variants = traffic_variants(ctx, fit) if lc.background else []
     if variants:  # traffic until the long request's slowest variant is surely done
         prefill_s = max(
-            walk_prefill(cost, lc.prompt_tokens, _chunk_of(v, lc.prompt_tokens)).total_s
+            walk_prefill(cost, lc.prompt_tokens, _variant_chunk(cost, v, lc.prompt_tokens)).total_s
             for v in variants
         )
         life = 1.3 * prefill_s + 5 * lc.output_tokens * step_s  # decode beside the traffic

@@ -51,14 +51,25 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int
     Windowed layers are counted like full ones: the block pool does not yet free blocks that
     slide out of a window (vLLM's hybrid allocator does), so this is the conservative size.
     """
-    b = model.kv_dtype_bytes(kv_dtype)
-    total = 0
-    for layer, count in model.layer_groups.items():
-        if layer.attention is Attention.MLA:  # the latent is replicated on every rank
-            total += count * model.kv_bytes_per_token_of(layer, kv_dtype)
-        elif layer.attention is not Attention.LINEAR:
-            total += count * int(2 * kv_heads_per_gpu(model, tp) * model.head_dim * b)
+    total = sum(
+        count * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
+        for layer, count in model.layer_groups.items()
+    )
     return -(-total // pp)
+
+
+def layer_kv_bytes_per_token_per_gpu(model: ModelSpec, layer, kv_dtype: str, tp: int) -> int:
+    """Per-token KV bytes one GPU stores for one layer: its share of the KV heads (one head at
+    least), the whole MLA latent (replicated on every rank), nothing for linear attention."""
+    match layer.attention:
+        case Attention.LINEAR:
+            return 0
+        case Attention.MLA:
+            return model.kv_bytes_per_token_of(layer, kv_dtype)
+        case _:
+            return int(
+                2 * kv_heads_per_gpu(model, tp) * model.head_dim * model.kv_dtype_bytes(kv_dtype)
+            )
 
 
 def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
