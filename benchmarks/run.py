@@ -17,6 +17,11 @@ RSS, simulated steps, µs of wall time per simulated step and simulated seconds 
   long_context  `python -m sim scenario=long_context` as shipped: the 1M-token request alone and
              among chat traffic for four budget settings (9 engine runs, every core), the
              11-model architecture table and the remedies, outputs and plots included
+  chunked_prefill  `python -m sim -m scenario=chunked_prefill` as shipped: its 64-point sweep
+             (8 budgets x 2 caps x 4 rates) on 2,000 requests each, joblib launcher, every
+             core, with the sweep table, report and plots
+  chunked_prefill_ray  the same sweep, unchanged but for hydra/launcher=ray, on a local Ray
+             cluster this benchmark starts (ray start --head) and stops
 
 yardstick and sweep read the Azure trace from ../shared/data (they say so and are skipped when
 it is absent); the others need nothing outside the repository.
@@ -44,7 +49,15 @@ from sim.paths import MODEL_CATALOG_DIR, SHARED_DATA_DIR  # noqa: E402
 
 AZURE_CONV = SHARED_DATA_DIR / "vidur" / "processed_traces" / "splitwise_conv.csv"
 MAX_TOKENS = 4096  # Vidur's clip of prompt + output
-NAMES = ("yardstick", "saturated", "long", "sweep", "long_context")
+NAMES = (
+    "yardstick",
+    "saturated",
+    "long",
+    "sweep",
+    "long_context",
+    "chunked_prefill",
+    "chunked_prefill_ray",
+)
 SWEEP = {
     "engine_args.max_num_batched_tokens": "256,512,1024,2048",
     "engine_args.max_num_seqs": "32,64,128,256",
@@ -261,6 +274,48 @@ def run_long_context(work: Path) -> dict:
     }
 
 
+def run_chunked_prefill(work: Path, ray: bool = False) -> dict:
+    """The scenario's own 64-point sweep through `python -m sim -m`, as a user runs it."""
+    sweep_dir = work / "chunked_prefill"
+    launcher = ["hydra/launcher=joblib"]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    if ray:
+        import shutil
+
+        exe = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+        if exe is None:
+            raise FileNotFoundError("needs Ray (pip install -e '.[ray]')")
+        cpus = f"--num-cpus={os.cpu_count()}"
+        start = [exe, "start", "--head", cpus, "--include-dashboard=false"]
+        subprocess.run(start, check=True, env=env, capture_output=True)
+        launcher = [
+            "hydra/launcher=ray",
+            "hydra.launcher.ray.init.address=auto",
+            "+hydra.launcher.ray.init.object_store_memory=null",
+        ]
+    cmd = [sys.executable, "-m", "sim", "-m", "scenario=chunked_prefill", *launcher,
+           f"hydra.sweep.dir={sweep_dir}", "output.progress=false"]  # fmt: skip
+    started = time.perf_counter()
+    try:
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL, env=env)
+    finally:
+        if ray:
+            subprocess.run([exe, "stop", "--force"], env=env, capture_output=True)
+    wall = time.perf_counter() - started
+    summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
+    if len(summaries) != 64:
+        raise RuntimeError(f"sweep wrote {len(summaries)} summaries, expected 64")
+    table = pd.read_csv(sweep_dir / "sweep.csv")
+    rec = json.loads((sweep_dir / "sweep_summary.json").read_text())["recommendation"]
+    steps = sum(s["sim"]["steps"] for s in summaries)
+    sim_s = sum(s["sim"]["sim_time_s"] for s in summaries)
+    return _figures(wall, steps, sim_s) | {
+        "runs": len(table),
+        "requests_per_run": int(table["completed"].max()),
+        "recommendation": rec["setting"],
+    }
+
+
 def _figures(wall: float, steps: int, sim_s: float) -> dict:
     return {
         "wall_s": round(wall, 3),
@@ -275,7 +330,12 @@ def worker(name: str, split: bool) -> None:
     with tempfile.TemporaryDirectory(prefix=f"sim-bench-{name}-") as tmp:
         work = Path(tmp)
         try:
-            special = {"sweep": run_sweep, "long_context": run_long_context}
+            special = {
+                "sweep": run_sweep,
+                "long_context": run_long_context,
+                "chunked_prefill": run_chunked_prefill,
+                "chunked_prefill_ray": lambda w: run_chunked_prefill(w, ray=True),
+            }
             out = special[name](work) if name in special else run_one(name, work, split)
         except FileNotFoundError as exc:
             out = {"skipped": str(exc)}

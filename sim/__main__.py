@@ -39,6 +39,14 @@ def run_task(cfg: DictConfig) -> dict:
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     config = asdict(sim_cfg)
+    sweeper = getattr(hc, "sweeper", None)
+    params = sweeper.get("params") if sweeper is not None else None
+    if not sweeping and params:
+        print(
+            f"note: scenario={hc.runtime.choices.get('scenario')} is a sweep over "
+            f"{', '.join(params)}; this ran one point of it. Add -m to run the sweep.",
+            file=sys.stderr,
+        )
     if sweeping and (done := finished_summary(out_dir, config)) is not None:
         print(f"{out_dir}: already finished, not run again")
         return done
@@ -56,7 +64,7 @@ def run_task(cfg: DictConfig) -> dict:
 
 
 def simulate_task(sim_cfg, out_dir: Path) -> dict:
-    from sim.console import ProgressBar, print_summary
+    from sim.console import ProgressBar, print_brief, print_summary
     from sim.outputs import write_json, write_parquet
     from sim.report import write_report
     from sim.run import simulate
@@ -68,8 +76,17 @@ def simulate_task(sim_cfg, out_dir: Path) -> dict:
     if sim_cfg.output.report:
         write_report(result, out_dir)
     write_json(out_dir / "summary.json", result.summary)
-    print_summary(result.summary, out_dir)
+    if _in_sweep():
+        print_brief(result.summary, out_dir)
+    else:
+        print_summary(result.summary, out_dir)
     return result.summary
+
+
+def _in_sweep() -> bool:
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def kernel_check_task(sim_cfg, out_dir: Path) -> dict:
@@ -155,6 +172,22 @@ def long_context_task(sim_cfg, out_dir: Path) -> dict:
     return s
 
 
+def capacity_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.capacity import run_capacity
+    from sim.capacity_report import headline, write_capacity_outputs
+    from sim.console import ProgressBar
+
+    with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty(), what="probes") as bar:
+        s = run_capacity(sim_cfg, progress=bar.update_count)
+    write_capacity_outputs(s, out_dir)
+    print(f"capacity: {headline(s)}")
+    print(
+        f"{len(s['probes'])} probes, {s['simulations_run']} simulations in "
+        f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+    )
+    return s
+
+
 def print_upgrade(s: dict, out_dir: Path) -> None:
     from sim.upgrade import METRICS
     from sim.upgrade_diff import NAMES, fmt
@@ -196,6 +229,7 @@ TASKS = {
     "validate": validate_task,
     "upgrade_diff": upgrade_diff_task,
     "long_context": long_context_task,
+    "capacity": capacity_task,
 }
 
 
@@ -210,15 +244,20 @@ def _hydra_entry(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    overrides, _ = split_argv(sys.argv[1:])
+    overrides, multirun = split_argv(sys.argv[1:])
     informational = {"-h", "--help", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
     if not informational & set(sys.argv[1:]):
         from sim.run import Setup
 
         try:
-            for cfg in check_overrides(overrides):
+            for cfg in check_overrides(overrides, multirun):
                 if cfg.task in ("simulate", "show_engine"):
                     Setup.from_config(cfg)
+                elif cfg.task == "capacity":
+                    from sim.capacity import check
+
+                    Setup.from_config(cfg)
+                    check(cfg)
                 elif cfg.task == "validate":
                     _case_files(cfg)
                 elif cfg.task == "upgrade_diff":

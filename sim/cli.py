@@ -64,8 +64,8 @@ def compose_config(overrides: Sequence[str]) -> DictConfig:
 
 
 def to_sim_config(cfg: DictConfig) -> SimConfig:
-    data = OmegaConf.to_container(cfg, resolve=True)
-    data.pop("hydra", None)
+    keys = [k for k in cfg if k != "hydra"]  # Hydra's own node is Hydra's (and may use
+    data = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)  # ${now:})
     return SimConfig.from_mapping(data)
 
 
@@ -86,11 +86,14 @@ def _check_key(base: DictConfig, key: str) -> None:
     )
 
 
-def check_overrides(overrides: Sequence[str]) -> list[SimConfig]:
-    """Validate one command line (every sweep combination); return the configs it makes."""
+def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[SimConfig]:
+    """Validate one command line (every sweep combination; with `multirun`, the scenario's own
+    sweep in hydra.sweeper.params too); return the configs it makes."""
     parser = OverridesParser.create()
     try:
         parsed = parser.parse_overrides(list(overrides))
+        if multirun:
+            parsed += parser.parse_overrides(scenario_sweep(parsed))
     except HydraException as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     combos: list[list[str]] = [[]]
@@ -112,16 +115,47 @@ def check_overrides(overrides: Sequence[str]) -> list[SimConfig]:
                         f"{key}={value!r} is not a {key}; choose one of: "
                         f"{', '.join(group_options(key))}"
                     )
+    bases: dict[tuple, DictConfig] = {}  # composing is slow: once per choice of groups
     configs = []
     for combo in combos:
-        groups = [c for c in combo if c.split("=", 1)[0] in GROUPS]
-        base = compose_config(groups)
+        groups = tuple(c for c in combo if c.split("=", 1)[0] in GROUPS)
+        if groups not in bases:
+            bases[groups] = compose_config(groups)
+        base = bases[groups]
         for item in combo:
             if not item.startswith(("+", "~")):
                 _check_key(base, item.split("=", 1)[0])
         try:
-            cfg = compose_config(combo)
+            cfg = _apply(base, groups, [c for c in combo if c not in groups], parser)
         except (HydraException, OmegaConfBaseException, ValueError) as exc:
             raise UserError(str(exc).splitlines()[0]) from None
         configs.append(to_sim_config(cfg))
     return configs
+
+
+def _apply(base: DictConfig, groups: tuple, items: list[str], parser) -> DictConfig:
+    """`base` (composed with `groups`) with these key=value overrides set, as Hydra's compose
+    would; anything but a plain value (+key, ~key, a list or mapping) goes through Hydra."""
+    cfg = base.copy()
+    for item in items:
+        o = parser.parse_override(item)
+        value = o.value()
+        if item.startswith(("+", "~")) or isinstance(value, (list, dict)):
+            return compose_config([*groups, *items])
+        OmegaConf.update(cfg, o.key_or_group, value, merge=False)
+    return cfg
+
+
+def scenario_sweep(parsed) -> list[str]:
+    """The chosen scenario's own sweep (hydra.sweeper.params) as overrides, less the keys the
+    command line sets itself (Hydra's basic sweeper lets the command line win)."""
+    given = {o.get_key_element() for o in parsed}
+    groups = [
+        f"{o.key_or_group}={o.get_value_element_as_str()}"
+        for o in parsed
+        if o.key_or_group in GROUPS and not o.is_sweep_override()
+    ]
+    with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=groups, return_hydra_config=True)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    return [f"{k}={v}" for k, v in params.items() if k not in given]

@@ -17,7 +17,15 @@ from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
-TASKS = ("simulate", "kernel_check", "show_engine", "validate", "upgrade_diff", "long_context")
+TASKS = (
+    "simulate",
+    "kernel_check",
+    "show_engine",
+    "validate",
+    "upgrade_diff",
+    "long_context",
+    "capacity",
+)
 
 
 def _opt(default=None, **checks):
@@ -49,7 +57,8 @@ class Parallel:
 class WorkloadConfig:
     kind: str = _opt("poisson", choices=WORKLOAD_KINDS)
     num_requests: int | None = _opt(1000, min=1)
-    rate: float | None = _opt(10.0, gt=0)  # requests per second
+    rate: float | None = _opt(10.0, gt=0)  # requests per second; a trace (kind=trace) is
+    # replayed at this mean rate, its arrival times scaled (None: the trace's own times)
     burstiness: float | None = _opt(None, gt=0)  # gamma shape (--burstiness); None: 1 or the file's
     concurrency: int | None = _opt(None, min=1)  # cap on requests in flight (--max-concurrency)
     input_len: int = _opt(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
@@ -157,6 +166,40 @@ class LongContextConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SloConfig:
+    """Latency targets per request, as `vllm bench serve --goodput ttft:MS tpot:MS e2el:MS`:
+    a finished request is good when every target set is met (value <= target); goodput is the
+    good requests over the run's duration. None: no target on that metric."""
+
+    ttft_ms: float | None = _opt(None, gt=0)
+    tpot_ms: float | None = _opt(None, gt=0)
+    e2el_ms: float | None = _opt(None, gt=0)
+
+    def targets(self) -> dict[str, float]:
+        """{metric: target in ms} of the targets set, e.g. {"ttft": 2000.0}."""
+        pairs = (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("e2el", self.e2el_ms))
+        return {m: v for m, v in pairs if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityConfig:
+    """scenario=capacity: the highest request rate (or fewest replicas for a rate) whose p99
+    TTFT and p99 TPOT meet the SLOs (slo.ttft_ms, slo.tpot_ms)."""
+
+    rate: float | None = _opt(None, gt=0)  # None: search the rate on this configuration;
+    # a rate: search the fewest replicas (parallel.dp) that serve it within the SLOs
+    seeds: int = _opt(3, min=2)  # workload draws per probed rate at first ...
+    max_seeds: int = _opt(8, min=2)  # ... and at most, while a probe is too close to call
+    confidence: float = _opt(0.95, gt=0.5, lt=1)  # the verdict at a probe must be this sure
+    tolerance: float = _opt(0.02, gt=0, lt=1)  # stop when the bracket is this narrow (relative)
+    max_probes: int = _opt(24, min=2)  # rates tried at most (each with its seeds)
+    max_replicas: int = _opt(64, min=1)  # replica search: give up beyond this many
+    gpu_hour_usd: float | None = _opt(None, gt=0)  # price of one GPU-hour; None: the hardware
+    # catalogue's gpu_hour_usd
+    jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+
+
+@dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
     seed: int = _opt(0, min=0)
@@ -176,6 +219,8 @@ class SimConfig:
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     upgrade: UpgradeConfig = field(default_factory=UpgradeConfig)
     long_context: LongContextConfig = field(default_factory=LongContextConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:

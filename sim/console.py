@@ -71,6 +71,10 @@ def print_summary(s: dict, out_dir: Path) -> None:
         ("Total input tokens:", s["total_input_tokens"]),
         ("Total generated tokens:", s["total_output_tokens"]),
         ("Request throughput (req/s):", f"{s['request_throughput']:.2f}"),
+    ]
+    if "request_goodput" in s:  # vllm bench serve prints it after the throughput when set
+        rows.append(("Request goodput (req/s):", f"{s['request_goodput']:.2f}"))
+    rows += [
         ("Output token throughput (tok/s):", f"{s['output_throughput']:.2f}"),
         ("Total Token throughput (tok/s):", f"{s['total_token_throughput']:.2f}"),
     ]
@@ -102,3 +106,15 @@ def print_summary(s: dict, out_dir: Path) -> None:
         print(f"{label:=^50}" if value is None else f"{label:<40}{value:<10}")
     print("=" * 50)
     print(f"Outputs: {out_dir}/ (summary.json, requests.parquet, steps.parquet, report.md)")
+
+
+def print_brief(s: dict, out_dir: Path) -> None:
+    """One line per run of a sweep (the sweep's report.md has the rest)."""
+    line = (
+        f"{out_dir}: {s['request_throughput']:.2f} req/s, TTFT p50/p99 "
+        f"{s['median_ttft_ms']:,.0f}/{s['p99_ttft_ms']:,.0f} ms, TPOT p50/p99 "
+        f"{s['median_tpot_ms']:.1f}/{s['p99_tpot_ms']:.1f} ms"
+    )
+    if "request_goodput" in s:
+        line += f", goodput {s['request_goodput']:.2f} req/s ({s['slo_met_pct']:.0f}% within SLOs)"
+    print(line)

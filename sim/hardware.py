@@ -42,6 +42,8 @@ class Hardware:
     pcie_bytes_per_s: float
     sm_count: int
     l2_bytes: int
+    gpu_hour_usd: float | None = None  # an indicative on-demand price of one GPU-hour (cost
+    # per million tokens); None where the catalogue has none (capacity.gpu_hour_usd sets one)
 
     @property
     def hbm_gib(self) -> float:
@@ -106,6 +108,11 @@ def _from_mapping(data: object, path: Path) -> Hardware:
             raise UserError(f"{path}: flops_per_s.{dtype} must be a positive number, got {rate!r}")
         flops[str(dtype)] = float(rate)
     fields["flops_per_s"] = MappingProxyType(flops)
+    price = data.get("gpu_hour_usd")
+    if price is not None:
+        if not isinstance(price, (int, float)) or isinstance(price, bool) or not price > 0:
+            raise UserError(f"{path}: gpu_hour_usd must be a positive number, got {price!r}")
+        fields["gpu_hour_usd"] = float(price)
     for key in ("hbm_bytes", "hbm_bytes_per_s", "sm_count"):
         if fields[key] == 0:
             raise UserError(f"{path}: field {key!r} must be > 0")

@@ -172,6 +172,28 @@ def full_loop_throughputs(requests: pd.DataFrame, warmup: int) -> dict | None:
     }
 
 
+def goodput(requests: pd.DataFrame, duration: float, targets: dict[str, float]) -> dict:
+    """`vllm bench serve --goodput` on a run: a finished request is good when its TTFT, TPOT
+    (0 for a one-token answer, as vllm bench counts it) and E2EL are each at most the target
+    set for it (ms); `request_goodput` is good requests per second of the run's duration.
+    Beside it, the share of finished requests meeting each target and all of them."""
+    done = requests[requests["status"] == Status.FINISHED.value]
+    values = {
+        "ttft": done["ttft_s"].to_numpy(dtype=np.float64) * 1e3,
+        "tpot": done["tpot_s"].fillna(0.0).to_numpy(dtype=np.float64) * 1e3,
+        "e2el": done["e2el_s"].to_numpy(dtype=np.float64) * 1e3,
+    }
+    good = np.ones(len(done), dtype=bool)
+    out = {}
+    for metric, target in targets.items():
+        met = values[metric] <= target
+        good &= met
+        out[f"{metric}_slo_met_pct"] = 100.0 * float(met.mean()) if len(done) else 0.0
+    out["slo_met_pct"] = 100.0 * float(good.mean()) if len(done) else 0.0
+    out["request_goodput"] = int(good.sum()) / duration if duration > 0 else 0.0
+    return out
+
+
 def bench_summary(requests: pd.DataFrame, itl: tuple[np.ndarray, np.ndarray]) -> dict:
     """The scalar fields of a `vllm bench serve --save-result` file, from a simulated run."""
     done = requests[requests["status"] == Status.FINISHED.value]

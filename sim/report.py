@@ -138,6 +138,12 @@ def write_report(result, out_dir: Path) -> Path:
         ("output throughput (tok/s)", f"{s['output_throughput']:.1f}"),
         ("total token throughput (tok/s)", f"{s['total_token_throughput']:.1f}"),
     ]
+    if "request_goodput" in s:
+        slo = ", ".join(f"{k.removesuffix('_ms').upper()} <= {v:g} ms" for k, v in s["slo"].items())
+        headline.append(
+            (f"request goodput (req/s; {slo})", f"{s['request_goodput']:.3f}"),
+        )
+        headline.append(("finished requests within every SLO", f"{s['slo_met_pct']:.1f}%"))
     latency = [
         (m.upper(), *(f"{s[f'{k}_{m}_ms']:.2f}" for k in ("mean", "median", "p90", "p99")))
         for m in ("ttft", "tpot", "itl", "e2el")

@@ -17,7 +17,14 @@ from sim.errors import UserError
 from sim.gpu_profile import PricingChoice, choose_pricer
 from sim.hardware import Hardware, load_hardware
 from sim.memory import MemoryPlan, plan_memory
-from sim.metrics import StepLog, bench_summary, full_loop_throughputs, requests_frame, sim_figures
+from sim.metrics import (
+    StepLog,
+    bench_summary,
+    full_loop_throughputs,
+    goodput,
+    requests_frame,
+    sim_figures,
+)
 from sim.model import ModelSpec
 from sim.model_config import load_model
 from sim.profiles import after_memory, resolve
@@ -240,7 +247,11 @@ def simulate(
     requests = requests_frame(outcome.records, workload.priority)
     steps = log.frame()
     itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
-    summary = bench_summary(requests[requests["request_id"] >= workload.warmup], itl)
+    measured = requests[requests["request_id"] >= workload.warmup]
+    summary = bench_summary(measured, itl)
+    if targets := cfg.slo.targets():
+        summary |= goodput(measured, summary["duration"], targets)
+        summary["slo"] = {f"{m}_ms": v for m, v in targets.items()}
     window = None
     if workload.warmup and workload.concurrency:
         full = full_loop_throughputs(requests, workload.warmup)

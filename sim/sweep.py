@@ -54,7 +54,7 @@ def collect(sweep_dir: Path) -> pd.DataFrame:
             unfinished.append(run_dir.name)
             continue
         runs.append((run_dir, _overrides(run_dir), json.loads(summary.read_text())))
-    keys = sorted({k for _, o, _ in runs for k in o})
+    keys = list(dict.fromkeys(k for _, o, _ in runs for k in o))  # in Hydra's order
     swept = [k for k in keys if len({o.get(k) for _, o, _ in runs}) > 1]
     leaves = Counter(k.rpartition(".")[2] for k in swept)
     names = {k: k.rpartition(".")[2] if leaves[k.rpartition(".")[2]] == 1 else k for k in swept}
@@ -66,6 +66,10 @@ def collect(sweep_dir: Path) -> pd.DataFrame:
         rows.append(row)
     frame = pd.DataFrame(rows)
     frame.attrs["unfinished"] = unfinished
+    frame.attrs["swept"] = [names[k] for k in swept]
+    frame.attrs["keys"] = {names[k]: k for k in swept}
+    slo = next((s["slo"] for _, _, s in runs if isinstance(s.get("slo"), dict)), {})
+    frame.attrs["slo"] = {k.removesuffix("_ms"): v for k, v in slo.items()}
     return frame
 
 
@@ -93,13 +97,17 @@ def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
 PROGRESS = "sweep_progress.json"  # the sweep's size and start, for each run's progress line
 
 
-def sweep_size(overrides: list[str]) -> int:
-    """Runs a basic sweep over these command-line overrides makes: the product of each swept
-    key's number of values."""
+def sweep_size(overrides: list[str], params: dict | None = None) -> int:
+    """Runs a basic sweep makes of these command-line overrides and the config's
+    hydra.sweeper.params (a scenario's own sweep; the command line wins for a key it sets):
+    the product of each swept key's number of values."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    given = {o.get_key_element() for o in parsed}
+    extra = [f"{k}={v}" for k, v in (params or {}).items() if k not in given]
     size = 1
-    for o in OverridesParser.create().parse_overrides(overrides):
+    for o in [*parsed, *OverridesParser.create().parse_overrides(extra)]:
         if o.is_sweep_override():
             size *= len(list(o.sweep_string_iterator()))
     return size
@@ -131,7 +139,10 @@ class SweepTable(Callback):
         import time
 
         sweep_dir = Path(config.hydra.sweep.dir)
-        total = sweep_size(list(config.hydra.overrides.task))
+        params = config.hydra.sweeper.get("params") or {}
+        total = sweep_size(
+            list(config.hydra.overrides.task), {k: str(v) for k, v in params.items()}
+        )
         info = {"total": total, "started_at": time.time()}
         atomic_write(sweep_dir / PROGRESS, lambda tmp: tmp.write_text(json.dumps(info)))
 
@@ -139,10 +150,16 @@ class SweepTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
+        from sim.sweep_report import write_sweep_report
+
         frame = write_sweep_table(sweep_dir)
         missing = frame.attrs["unfinished"]
         note = f"; unfinished: {', '.join(missing)}" if missing else ""
         print(f"sweep: {len(frame)} runs in {sweep_dir}/sweep.parquet and sweep.csv{note}")
+        report = write_sweep_report(sweep_dir, frame, engine_default_label(config, frame))
+        if rec := report.get("recommendation"):
+            print(f"sweep: {rec['sentence']}")
+        print(f"sweep: report in {sweep_dir}/report.md")
 
 
 DONE = "done.json"  # the configuration a finished run ran, written after all its outputs
@@ -165,3 +182,30 @@ def mark_finished(run_dir: Path, config: dict) -> None:
     atomic_write(
         run_dir / DONE, lambda tmp: tmp.write_text(json.dumps(config, default=str, indent=1))
     )
+
+
+def engine_default_label(config, frame: pd.DataFrame) -> str | None:
+    """The label (sim/sweep_report.label) of the engine's own values of the swept engine
+    arguments on this configuration, when every swept setting is an engine argument."""
+    from dataclasses import replace
+
+    from sim.cli import to_sim_config
+    from sim.errors import UserError
+    from sim.sweep_report import label, split_columns
+
+    _, settings = split_columns(frame)
+    keys = frame.attrs.get("keys", {})
+    if not settings or not all(keys[s].startswith("engine_args.") for s in settings):
+        return None
+    try:
+        cfg = to_sim_config(config)
+        args = dict(cfg.engine_args) | {s: None for s in settings}
+        from sim.run import Setup
+
+        setup = Setup.from_config(replace(cfg, engine_args=args))
+    except (UserError, KeyError, ValueError):
+        return None
+    values = setup.settings.as_mapping()
+    if not all(s in values for s in settings):
+        return None
+    return label({s: values[s]["value"] for s in settings}, settings)

@@ -122,7 +122,15 @@ def _num_requests(cfg: WorkloadConfig, table: TraceTable | None) -> int:
 def _arrivals(cfg: WorkloadConfig, table, n: int, rng) -> tuple[np.ndarray, int | None, str]:
     kind, rate, burstiness, concurrency = cfg.kind, cfg.rate, cfg.burstiness, cfg.concurrency
     if kind == "trace":
-        return table.arrival_s[:n].copy(), concurrency, f"replayed from {table.format}"
+        return (
+            _replayed(table.arrival_s[:n], rate, table.format),
+            concurrency,
+            (
+                f"replayed from {table.format}"
+                if rate is None
+                else f"replayed from {table.format} at {rate:g} req/s"
+            ),
+        )
     if kind == "bench_json":  # the file's arrival process unless the config overrides it
         rate = table.request_rate if rate is None else rate
         burstiness = table.burstiness if burstiness is None else burstiness
@@ -150,6 +158,21 @@ def _arrivals(cfg: WorkloadConfig, table, n: int, rng) -> tuple[np.ndarray, int 
         else f"gamma {rate:g} req/s (burstiness {shape:g})"
     )
     return arrival, concurrency, what
+
+
+def _replayed(arrival_s: np.ndarray, rate: float | None, source: str) -> np.ndarray:
+    """The trace's arrival times, or with `rate` the same pattern sped up or slowed down so
+    its mean rate ((n - 1) gaps over its span) is `rate`: load sweeps on a real trace."""
+    times = arrival_s.astype(np.float64, copy=True)
+    if rate is None:
+        return times
+    span = float(times[-1] - times[0]) if len(times) else 0.0
+    if len(times) < 2 or span <= 0:
+        raise UserError(
+            f"workload.rate={rate:g}: the {source} trace's requests all arrive at one instant, "
+            "so it has no rate to scale; use workload.rate=null to replay it as it is"
+        )
+    return times[0] + (times - times[0]) * ((len(times) - 1) / span / rate)
 
 
 def _lengths(cfg: WorkloadConfig, table, n: int, rng):

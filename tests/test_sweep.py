@@ -57,9 +57,9 @@ def test_two_settings_with_one_name_keep_their_keys(tmp_path):
             f"upgrade.after_args.max_num_seqs={v * 2}",
         ]
         fake_run(tmp_path, str(k), overrides, {"x": v})
-    assert list(collect(tmp_path).columns) == [
-        "upgrade.after_args.max_num_seqs",
+    assert list(collect(tmp_path).columns) == [  # in the command line's order
         "upgrade.before_args.max_num_seqs",
+        "upgrade.after_args.max_num_seqs",
         "x",
         "run_dir",
     ]
@@ -147,6 +147,8 @@ def test_ray_launcher_on_a_local_cluster(tmp_path):
 
 def test_sweep_size_and_progress(tmp_path):
     assert sweep_size(["a=1,2,3", "b=range(0,4)", "c=5", "hydra/launcher=joblib"]) == 12
+    # a scenario's own sweep (hydra.sweeper.params): the command line replaces a key it sets
+    assert sweep_size(["a=1,2"], {"a": "1,2,3", "b": "4,5,6", "c": "7"}) == 6
     assert progress_line(tmp_path, 0.0) is None  # not a sweep dir
     (tmp_path / PROGRESS).write_text(json.dumps({"total": 8, "started_at": 100.0}))
     for k, finished_at in enumerate((50.0, 110.0, 120.0)):  # one resumed, two new
@@ -155,3 +157,165 @@ def test_sweep_size_and_progress(tmp_path):
         os.utime(tmp_path / str(k) / DONE, (finished_at, finished_at))
     # 2 runs in 40 s -> 20 s each for the 5 left
     assert progress_line(tmp_path, 140.0) == "sweep: 3/8 runs done, 40 s so far, about 100 s left"
+
+
+def known_table(slo=True) -> pd.DataFrame:
+    """Three budgets at two loads: 512 keeps TTFT low but TPOT high at the heavy load, 8192
+    the opposite, 2048 meets both."""
+    rows = []
+    figures = {  # budget: (rate 4: goodput, rate 8: goodput, p99 TTFT, p99 TPOT at rate 8)
+        512: (4.0, 5.0, 900.0, 80.0),
+        2048: (4.0, 7.5, 1200.0, 40.0),
+        8192: (4.0, 6.0, 3000.0, 30.0),
+    }
+    for budget, (g4, g8, ttft, tpot) in figures.items():
+        for rate, g in ((4, g4), (8, g8)):
+            heavy = rate == 8
+            rows.append({
+                "max_num_batched_tokens": budget, "rate": rate,
+                "request_throughput": float(rate), "request_goodput": g,
+                "p99_ttft_ms": ttft if heavy else 100.0, "p99_tpot_ms": tpot if heavy else 20.0,
+                "median_ttft_ms": 50.0, "median_tpot_ms": 10.0, "median_itl_ms": 10.0,
+                "p99_itl_ms": 30.0, "ttft_slo_met_pct": 100.0 - (budget == 8192) * 30 * heavy,
+                "tpot_slo_met_pct": 100.0 - (budget == 512) * 40 * heavy,
+                "slo_met_pct": 100.0 * g / rate, "run_dir": f"{budget}-{rate}",
+            })  # fmt: skip
+    frame = pd.DataFrame(rows)
+    if not slo:
+        frame = frame.drop(columns=[c for c in frame if "slo" in c or "goodput" in c])
+    frame.attrs |= {"swept": ["max_num_batched_tokens", "rate"], "unfinished": []}
+    frame.attrs["slo"] = {"ttft": 2000.0, "tpot": 50.0} if slo else {}
+    return frame
+
+
+def test_recommendation_names_the_winner_and_why():
+    from sim.sweep_report import rank_settings, recommend
+
+    frame = known_table()
+    ranked = rank_settings(frame, "rate", ["max_num_batched_tokens"])
+    assert list(ranked["setting"]) == [
+        "max_num_batched_tokens=2048", "max_num_batched_tokens=8192",
+        "max_num_batched_tokens=512"]  # fmt: skip
+    assert list(ranked["score"]) == [5.75, 5.0, 4.5]  # mean goodput over the two loads
+    rec = recommend(frame, "rate", ["max_num_batched_tokens"], "max_num_batched_tokens=8192")
+    assert rec["setting"] == "max_num_batched_tokens=2048"
+    assert rec["compared_role"] == "the engine's default" and rec["at_load"] == 8
+    s = rec["sentence"]
+    assert "it has the most goodput" in s and "7.50 req/s against 6.00" in s
+    assert "30% of its requests miss the TTFT target (p99 3,000 ms) against 0% here" in s
+    # without the default among the swept: against the runner-up
+    rec = recommend(frame, "rate", ["max_num_batched_tokens"], None)
+    assert rec["compared_with"] == "max_num_batched_tokens=8192"
+    assert rec["compared_role"] == "the runner-up"
+
+
+def test_a_tie_goes_to_the_setting_with_room_to_spare():
+    from sim.sweep_report import recommend
+
+    frame = known_table()
+    frame.loc[frame["max_num_batched_tokens"] == 8192, "request_goodput"] = frame.loc[
+        frame["max_num_batched_tokens"] == 2048, "request_goodput"].to_numpy()  # fmt: skip
+    rec = recommend(frame, "rate", ["max_num_batched_tokens"], "max_num_batched_tokens=8192")
+    # same goodput; worse p99 / SLO averaged over loads: 2048 (0.4 + 0.8)/2 = 0.6 against
+    # 8192 (0.4 + 1.5)/2 = 0.95
+    assert rec["setting"] == "max_num_batched_tokens=2048"
+    assert "as much goodput as max_num_batched_tokens=8192" in rec["sentence"]
+    assert "60% of its target against 95%" in rec["sentence"]
+
+
+def test_sweep_report_files(tmp_path):
+    from sim.sweep_report import write_sweep_report
+
+    out = write_sweep_report(tmp_path, known_table(), "max_num_batched_tokens=8192")
+    assert out["recommendation"]["setting"] == "max_num_batched_tokens=2048"
+    assert out["plots"] == ["pareto.png", "goodput.png"]
+    text = (tmp_path / "report.md").read_text()
+    assert "**Recommendation.** Use max_num_batched_tokens=2048" in text
+    assert "max_num_batched_tokens=8192 (engine default)" in text
+    assert text.count("### rate = ") == 2
+    for name in ("pareto.png", "goodput.png", "sweep_summary.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    # without SLOs: ranked by throughput, no goodput columns
+    plain = write_sweep_report(tmp_path, known_table(slo=False))
+    assert "throughput" in plain["recommendation"]["sentence"]
+
+
+def test_pareto_front():
+    import numpy as np
+
+    from sim.sweep_report import pareto_mask
+
+    x = np.array([1.0, 2.0, 3.0, 2.0, 3.0])
+    y = np.array([5.0, 3.0, 1.0, 4.0, 3.0])
+    assert pareto_mask(x, y).tolist() == [True, True, True, False, False]
+
+
+def test_chunked_prefill_scenario_sweep(tmp_path):
+    """The scenario's own sweep, narrowed on the command line: 2 budgets x 2 loads (the cap
+    given one value is not swept), then the table, report, plots and recommendation."""
+    cmd = [
+        sys.executable, "-m", "sim", "-m", "scenario=chunked_prefill", "hydra/launcher=joblib",
+        f"hydra.sweep.dir={tmp_path}", "workload.num_requests=120",
+        "engine_args.max_num_batched_tokens=256,4096", "engine_args.long_prefill_token_threshold=0",
+        "workload.rate=3,6", "output.progress=false",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sweep: 4/4 runs done" in done.stdout
+    assert "sweep: Use max_num_batched_tokens=" in done.stdout
+    table = pd.read_csv(tmp_path / "sweep.csv")
+    assert list(table.columns[:3]) == ["max_num_batched_tokens", "rate", "completed"]
+    for col in ("p99_ttft_ms", "median_itl_ms", "p99_tpot_ms", "request_goodput", "slo_met_pct"):
+        assert col in table
+    assert len(table) == 4 and (table["completed"] == 120).all()
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
+    assert summary["settings"] == ["max_num_batched_tokens"] and summary["load"] == "rate"
+    assert summary["recommendation"]["sentence"] in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "pareto.png").is_file() and (tmp_path / "goodput.png").is_file()
+    # the per-run lines are one line each in a sweep, with the goodput
+    assert done.stdout.count("goodput") >= 4 and "Serving Benchmark Result" not in done.stdout
+
+
+def test_chunked_prefill_on_a_trace(tmp_path):
+    """workload=trace with the scenario: the trace's lengths and arrival pattern, at each
+    swept rate (the scenario's synthetic lengths give way)."""
+    trace = tmp_path / "trace.csv"
+    rows = [
+        f"2023-11-16 18:00:{k // 10:02d}.{k % 10},{300 + 50 * k},{5 + k % 7}" for k in range(60)
+    ]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "sweep"
+    cmd = [
+        sys.executable, "-m", "sim", "-m", "scenario=chunked_prefill", "hydra/launcher=joblib",
+        f"hydra.sweep.dir={out}", "workload=trace", f"workload.path={trace}",
+        "engine_args.max_num_batched_tokens=256,2048", "engine_args.long_prefill_token_threshold=0",
+        "workload.rate=20", "output.progress=false",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = pd.read_csv(out / "sweep.csv")
+    assert list(table["max_num_batched_tokens"]) == [256, 2048]
+    assert (table["completed"] == 60).all()
+    assert (table["total_input_tokens"] == sum(300 + 50 * k for k in range(60))).all()
+    summary = json.loads((out / "0" / "summary.json").read_text())
+    assert "replayed from azure2023 at 20 req/s" in summary["sim"]["workload"]
+
+
+def test_scenario_sweep_is_checked_before_anything_runs(tmp_path):
+    """Every point of the scenario's own sweep is validated up front: a budget below
+    max_num_seqs (which vLLM refuses) fails in one line, and no run starts."""
+    from sim.cli import check_overrides
+
+    configs = check_overrides(["scenario=chunked_prefill"], multirun=True)
+    assert len(configs) == 64
+    points = {(c.engine_args["max_num_batched_tokens"], c.workload.rate) for c in configs}
+    assert (256, 3.0) in points and (32768, 7.5) in points
+    # the command line replaces the scenario's values for a key it sets
+    configs = check_overrides(["scenario=chunked_prefill", "workload.rate=9"], multirun=True)
+    assert len(configs) == 16 and {c.workload.rate for c in configs} == {9.0}
+    cmd = [sys.executable, "-m", "sim", "-m", "scenario=chunked_prefill",
+           "engine_args.max_num_seqs=1024", f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "max_num_batched_tokens (256) must be >= max_num_seqs (1024)" in done.stderr
+    assert not (tmp_path / "sweep").exists()

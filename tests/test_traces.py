@@ -132,3 +132,25 @@ def test_real_traces_load(relpath, fmt, rows):
     t = load_trace(shared_data(relpath))
     assert t.format == fmt and len(t) == rows
     assert np.all(np.diff(t.arrival_s) >= 0)
+
+
+def test_trace_replayed_at_a_chosen_rate(tmp_path):
+    """workload.rate on a trace scales its times to that mean rate, keeping the pattern."""
+    f = tmp_path / "t.csv"
+    stamps = ["00:00.0", "00:01.0", "00:01.5", "00:04.0"]
+    f.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        + "".join(f"2023-11-16 18:{s},100,10\n" for s in stamps)
+    )
+    own = generate(WorkloadConfig(kind="trace", path=str(f), num_requests=None, rate=None),
+                   np.random.default_rng(0))  # fmt: skip
+    assert own.arrival_s.tolist() == [0.0, 1.0, 1.5, 4.0]  # 3 gaps in 4 s: 0.75 req/s
+    fast = generate(WorkloadConfig(kind="trace", path=str(f), num_requests=None, rate=3.0),
+                    np.random.default_rng(0))  # fmt: skip
+    assert fast.arrival_s == pytest.approx([0.0, 0.25, 0.375, 1.0])  # 4x faster, same shape
+    assert "at 3 req/s" in fast.description
+    one = tmp_path / "one.csv"
+    one.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0,5,5\n")
+    with pytest.raises(UserError, match="no rate to scale"):
+        generate(WorkloadConfig(kind="trace", path=str(one), num_requests=None, rate=2.0),
+                 np.random.default_rng(0))  # fmt: skip
