@@ -149,7 +149,6 @@ def _apply(base: DictConfig, groups: tuple, items: list[str], parser) -> DictCon
 def scenario_sweep(parsed) -> list[str]:
     """The chosen scenario's own sweep (hydra.sweeper.params) as overrides, less the keys the
     command line sets itself (Hydra's basic sweeper lets the command line win)."""
-    given = {o.get_key_element() for o in parsed}
     groups = [
         f"{o.key_or_group}={o.get_value_element_as_str()}"
         for o in parsed
@@ -157,5 +156,11 @@ def scenario_sweep(parsed) -> list[str]:
     ]
     with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
         cfg = compose("config", overrides=groups, return_hydra_config=True)
-    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    return params_not_given(parsed, OmegaConf.select(cfg, "hydra.sweeper.params") or {})
+
+
+def params_not_given(parsed, params) -> list[str]:
+    """A config's hydra.sweeper.params as overrides, less the keys the (parsed) command line
+    sets: Hydra's basic sweeper lets the command line win."""
+    given = {o.get_key_element() for o in parsed}
     return [f"{k}={v}" for k, v in params.items() if k not in given]

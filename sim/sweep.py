@@ -103,9 +103,10 @@ def sweep_size(overrides: list[str], params: dict | None = None) -> int:
     the product of each swept key's number of values."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from sim.cli import params_not_given
+
     parsed = OverridesParser.create().parse_overrides(overrides)
-    given = {o.get_key_element() for o in parsed}
-    extra = [f"{k}={v}" for k, v in (params or {}).items() if k not in given]
+    extra = params_not_given(parsed, params or {})
     size = 1
     for o in [*parsed, *OverridesParser.create().parse_overrides(extra)]:
         if o.is_sweep_override():

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from sim.outputs import write_json, write_text
+from sim.report import _table as _md
 
 LOAD_KEYS = ("rate", "concurrency")
 LATENCY = ("ttft", "tpot", "itl")
@@ -298,12 +299,6 @@ def _plain_ticks(ax) -> None:
 
 def _numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s)
-
-
-def _md(rows: list[list], header: list[str]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _num(v, digits: int = 1) -> str:
