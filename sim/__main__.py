@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -73,6 +74,8 @@ def simulate_task(sim_cfg, out_dir: Path) -> dict:
         result = simulate(sim_cfg, progress=bar.update)
     write_parquet(out_dir / "requests.parquet", result.requests)
     write_parquet(out_dir / "steps.parquet", result.steps)
+    if result.phases is not None:
+        write_trace_files(result, out_dir)
     if sim_cfg.output.report:
         write_report(result, out_dir)
     write_json(out_dir / "summary.json", result.summary)
@@ -81,6 +84,20 @@ def simulate_task(sim_cfg, out_dir: Path) -> dict:
     else:
         print_summary(result.summary, out_dir)
     return result.summary
+
+
+def write_trace_files(result, out_dir: Path) -> None:
+    """trace=true: trace.json (Perfetto), timeline.png / .svg and phases.parquet."""
+    from sim.outputs import write_parquet
+    from sim.timeline import plot_timeline, trace_events, write_trace
+
+    s = result.summary
+    write_parquet(out_dir / "phases.parquet", result.phases)
+    about = {"backend": s["backend"], "model": s["model_id"], "workload": s["sim"]["workload"]}
+    write_trace(out_dir / "trace.json", trace_events(result.steps, result.phases), about)
+    label = f"{s['model_id']}, {s['backend'].removeprefix('sim:')}"
+    runs = [(label, result.steps, result.phases, result.setup.memory.num_blocks)]
+    plot_timeline(runs, out_dir / "timeline.png")
 
 
 def _in_sweep() -> bool:
@@ -188,6 +205,22 @@ def capacity_task(sim_cfg, out_dir: Path) -> dict:
     return s
 
 
+def teach_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.teach import run_lesson
+    from sim.teach_report import write_teach_outputs
+
+    started = time.perf_counter()
+    out = run_lesson(sim_cfg)
+    command = f"python -m sim scenario=teach_{sim_cfg.teach.lesson}"
+    s = write_teach_outputs(out, out_dir, command, started)
+    print(f"teach_{s['lesson']}: {s['lesson_sentence']}")
+    print(
+        f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (report.md, report.html, timeline.png, "
+        "trace.json for ui.perfetto.dev)"
+    )
+    return s
+
+
 def print_upgrade(s: dict, out_dir: Path) -> None:
     from sim.upgrade import METRICS
     from sim.upgrade_diff import NAMES, fmt
@@ -230,6 +263,7 @@ TASKS = {
     "upgrade_diff": upgrade_diff_task,
     "long_context": long_context_task,
     "capacity": capacity_task,
+    "teach": teach_task,
 }
 
 
@@ -252,6 +286,14 @@ def main() -> None:
         try:
             for cfg in check_overrides(overrides, multirun):
                 if cfg.task in ("simulate", "show_engine"):
+                    Setup.from_config(cfg)
+                elif cfg.task == "teach":
+                    from sim.teach import LESSONS
+
+                    if cfg.teach.lesson not in LESSONS:
+                        raise UserError(
+                            f"teach.lesson={cfg.teach.lesson!r}: choose one of {', '.join(LESSONS)}"
+                        )
                     Setup.from_config(cfg)
                 elif cfg.task == "capacity":
                     from sim.capacity import check

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.outputs import atomic_write, write_json, write_text
+from sim.html_report import write_report
+from sim.outputs import atomic_write, write_json
 
 
 def headline(s: dict) -> str:
@@ -167,5 +168,5 @@ def write_capacity_outputs(s: dict, out_dir: Path) -> None:
     frame = pd.DataFrame(s["probes"])
     atomic_write(out_dir / "probes.csv", lambda tmp: frame.to_csv(tmp, index=False))
     plot = plot_probes(s, out_dir / "capacity.png")
-    write_text(out_dir / "report.md", report_text(s, plot))
+    write_report(out_dir, report_text(s, plot))
     write_json(out_dir / "summary.json", s)

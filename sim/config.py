@@ -25,6 +25,7 @@ TASKS = (
     "upgrade_diff",
     "long_context",
     "capacity",
+    "teach",
 )
 
 
@@ -200,6 +201,19 @@ class CapacityConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TeachConfig:
+    """scenario=teach_*: one mechanism, two runs one setting apart (sim/teach.py)."""
+
+    lesson: str = "static_vs_continuous"
+    long_prompts: int = _opt(3, min=1)  # chunked_prefill: long prompts among the traffic
+    long_prompt_tokens: int = _opt(12288, min=1)  # chunked_prefill, head_of_line
+    long_output_tokens: int = _opt(16, min=1)
+    long_arrival_s: float = _opt(1.0, min=0)  # the first long prompt's arrival
+    long_gap_s: float = _opt(1.0, min=0)  # between long prompts; head_of_line: the short
+    # requests start this long after the long one
+
+
+@dataclass(frozen=True, slots=True)
 class SimConfig:
     task: str = _opt("simulate", choices=TASKS)
     seed: int = _opt(0, min=0)
@@ -211,6 +225,7 @@ class SimConfig:
     cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
     max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
     fast_forward: bool = True  # jump over runs of decode-only steps (same results, faster)
+    trace: bool = False  # record each request's phases: trace.json (Perfetto) and timeline.png
     parallel: Parallel = field(default_factory=Parallel)
     engine_args: Mapping[str, object] = field(default_factory=dict)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
@@ -221,6 +236,7 @@ class SimConfig:
     long_context: LongContextConfig = field(default_factory=LongContextConfig)
     slo: SloConfig = field(default_factory=SloConfig)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
+    teach: TeachConfig = field(default_factory=TeachConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:

@@ -56,6 +56,7 @@ class Engine:
         self.max_model_len = settings.max_model_len
         self.fast_forward = fast_forward and pp == 1
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
+        self.phases = None  # a sim.timeline.PhaseLog when each request's phases are recorded
 
     @property
     def has_work(self) -> bool:
@@ -104,6 +105,8 @@ class Engine:
         """Apply a step's outcome as of `end_s`; return the requests it finished."""
         sched = self.scheduler
         finished = sched.update_from_output(plan, end_s)
+        if self.phases is not None:
+            self.phases.record(self.replica, plan, start_s, end_s)
         self.steps.record(
             self.replica,
             start_s,

@@ -20,7 +20,8 @@ from sim.kernels import AttentionShape, KernelPricer
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from sim.outputs import atomic_write, write_json, write_text
+from sim.html_report import write_report
+from sim.outputs import atomic_write, write_json
 
 PNG_META = {"Software": None}
 
@@ -215,7 +216,7 @@ Overall MAPE: **{kc["overall_mape_pct"]:.2f}%**
 
 Priced with: {", ".join(f"{k} <- {v}" for k, v in result["priced_with"].items())}.
 """
-    write_text(out_dir / "report.md", text)
+    write_report(out_dir, text)
 
 
 def run_kernel_check(cfg, out_dir: Path) -> dict:

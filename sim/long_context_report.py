@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.html_report import write_report
 from sim.long_context_sections import (
     architecture_section,
     cotenant_section,
@@ -25,7 +26,7 @@ from sim.long_context_text import (
     prefill_section,
     ttft_sentence,
 )
-from sim.outputs import write_json, write_parquet, write_text
+from sim.outputs import write_json, write_parquet
 from sim.report import GIB, _save, plt
 
 COLORS = {"linear": "#1f77b4", "attention": "#d62728", "communication": "#9467bd"}
@@ -162,5 +163,5 @@ def write_long_context_outputs(study: Study, out_dir: Path) -> None:
     plots = {"scaling": plot_scaling(study, out_dir / "ttft_scaling.png")}
     plots["timeline"] = plot_timeline(study, out_dir / "timeline.png")
     plots["architectures"] = plot_architectures(s["architectures"], out_dir / "architectures.png")
-    write_text(out_dir / "report.md", report_text(s, plots))
+    write_report(out_dir, report_text(s, plots))
     write_json(out_dir / "summary.json", s)

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from sim.outputs import atomic_write, write_text
+from sim.outputs import atomic_write
 
 GIB = 2**30
 PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
@@ -218,7 +218,7 @@ Kernel classes priced with: {priced}.
 ![throughput and KV usage]({plots[1]})
 
 ![batch composition]({plots[2]})
-
+{_timeline_section(out_dir)}
 ## Memory plan (per GPU)
 
 {_table(memory, ("item", "value"))}
@@ -230,7 +230,26 @@ Kernel classes priced with: {priced}.
 Files: `summary.json` (these figures, vllm bench field names), `requests.parquet` (one row per
 request), `steps.parquet` (one row per engine step).
 """
-    return write_text(out_dir / "report.md", text)
+    from sim.html_report import write_report as write_md_html
+
+    return write_md_html(out_dir, text)
+
+
+def _timeline_section(out_dir: Path) -> str:
+    """With trace=true: the timeline figure and where the trace is."""
+    if not (out_dir / "timeline.png").is_file():
+        return ""
+    return """
+## Timeline (trace=true)
+
+Per step: prompt (prefill) and decode tokens, batch size, KV blocks in use (red: the pool),
+waiting requests; below, each request's phases: queued, prefill chunks, decode, preempted.
+`trace.json` holds the same as a Perfetto / Chrome trace (open it in ui.perfetto.dev): a track
+of steps per replica with each step's batch, counters for KV blocks and the queue, and a track
+per request. The figure is also `timeline.svg`.
+
+![timeline](timeline.png)
+"""
 
 
 def _gpus(par) -> int:

@@ -169,6 +169,7 @@ class RunResult:
     steps: pd.DataFrame
     summary: dict
     itl: tuple[np.ndarray, np.ndarray]  # distinct gaps between a request's tokens, counts
+    phases: pd.DataFrame | None = None  # each request's phases (sim/timeline.py), when traced
 
     @property
     def itl_s(self) -> np.ndarray:
@@ -233,6 +234,12 @@ def simulate(
         )
     log = StepLog()
     engines = setup.engines(log)
+    if cfg.trace:
+        from sim.timeline import PhaseLog
+
+        phase_log = PhaseLog()
+        for e in engines:
+            e.phases, e.fast_forward = phase_log, False  # every step handed over, one by one
     for e in engines:
         e.scheduler.itl.measure_from = workload.warmup
     outcome = run_simpy(
@@ -278,7 +285,12 @@ def simulate(
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
-    return RunResult(setup, workload, requests, steps, summary, itl)
+    phases = None
+    if cfg.trace:
+        finish = dict(zip(requests["request_id"].tolist(), requests["finish_s"].tolist(),
+                          strict=True))  # fmt: skip
+        phases = phase_log.frame(finish)
+    return RunResult(setup, workload, requests, steps, summary, itl, phases)
 
 
 def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.outputs import write_json, write_text
+from sim.html_report import write_report
+from sim.outputs import write_json
 from sim.report import _table as _md
 
 LOAD_KEYS = ("rate", "concurrency")
@@ -416,6 +417,6 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
             "## Trade-off per load (ms; p50 / p99)\n\n" + tradeoff_tables(frame, load, settings)
         )
     summary["plots"] = plots
-    write_text(sweep_dir / "report.md", "\n\n".join(parts) + "\n")
+    write_report(sweep_dir, "\n\n".join(parts) + "\n")
     write_json(sweep_dir / "sweep_summary.json", summary)
     return summary

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.html_report import write_report
 from sim.outputs import write_json, write_text
 from sim.report import _save, _table, plt
 from sim.upgrade import METRICS
@@ -116,7 +117,7 @@ def write_upgrade_outputs(s: dict, out_dir: Path) -> None:
     plots = {"waterfall": plot_waterfall(s, out_dir / "waterfall.png")}
     if s["load_sweep"]:
         plots["load"] = plot_load_sweep(s, out_dir / "load_sweep.png")
-    write_text(out_dir / "report.md", report_text(s, plots))
+    write_report(out_dir, report_text(s, plots))
     write_json(out_dir / "summary.json", s)
 
 

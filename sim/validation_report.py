@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.outputs import atomic_write, write_json, write_text
+from sim.html_report import write_report
+from sim.outputs import atomic_write, write_json
 from sim.report import _save, plt
 from sim.validate import SLICES, Case, likely_causes, rows, summarize
 
@@ -35,9 +36,8 @@ def write_validation(
     )
     summary = {"validation": summarize(cases, results, table) | (extra or {})}
     write_json(out_dir / "summary.json", summary)
-    write_text(
-        out_dir / "report.md",
-        _report(cases, results, df, summary["validation"], out_dir, title, preamble),
+    write_report(
+        out_dir, _report(cases, results, df, summary["validation"], out_dir, title, preamble)
     )
     return summary
 
