@@ -77,8 +77,6 @@ def prefill_tokens(r: RunResult) -> int:
 def _static_vs_continuous(rs):
     st, co = rs
     a, b = makespan(st), makespan(co)
-    held = float((st.phases["phase"] == "held").any())
-    waste = _phase_share(st, "held")
     sentence = (
         f"Continuous batching finished the same {len(co.requests)} requests in {b / a:.0%} of "
         f"the time static batching took ({b:.1f} s against {a:.1f} s): a slot freed by a "
@@ -93,7 +91,7 @@ def _static_vs_continuous(rs):
          f"{co.summary['output_throughput']:,.0f}"),
         ("mean TTFT (ms)", f"{st.summary['mean_ttft_ms']:,.0f}",
          f"{co.summary['mean_ttft_ms']:,.0f}"),
-        ("request time spent done but held for the batch", f"{waste:.0%}" if held else "0%",
+        ("request time spent done but held for the batch", f"{_phase_share(st, 'held'):.0%}",
          f"{_phase_share(co, 'held'):.0%}"),
     ]  # fmt: skip
     return sentence, rows

@@ -139,11 +139,10 @@ def plot_timeline(runs: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], path:
         _gantt(ax[4], phases)
         ax[4].set_xlabel("time (s)")
         ax[4].set_xlim(0, horizon * 1.01)
-    for r in range(5):  # the same scale in every column, to compare at a glance
+    for r in range(4):  # the same scale in every column, to compare at a glance
         top = max(axes[r, c].get_ylim()[1] for c in range(cols))
         for c in range(cols):
-            if r < 4:
-                axes[r, c].set_ylim(0, top)
+            axes[r, c].set_ylim(0, top)
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[p]) for p in PHASES]
     fig.legend(handles, PHASES, loc="lower center", ncol=len(PHASES), fontsize=8)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
