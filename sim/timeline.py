@@ -257,11 +257,3 @@ def phase_totals(phases: pd.DataFrame) -> dict[str, float]:
     """Seconds spent in each phase, summed over requests."""
     d = (phases["end_s"] - phases["start_s"]).groupby(phases["phase"]).sum()
     return {p: float(d.get(p, 0.0)) for p in PHASES}
-
-
-def per_request(phases: pd.DataFrame, phase: str) -> np.ndarray:
-    """Seconds each request spent in `phase` (0 for those that never did)."""
-    d = phases[phases["phase"] == phase]
-    s = (d["end_s"] - d["start_s"]).groupby(d["request_id"]).sum()
-    ids = np.sort(phases["request_id"].unique())
-    return s.reindex(ids, fill_value=0.0).to_numpy()
