@@ -22,6 +22,9 @@ RSS, simulated steps, µs of wall time per simulated step and simulated seconds 
              core, with the sweep table, report and plots
   chunked_prefill_ray  the same sweep, unchanged but for hydra/launcher=ray, on a local Ray
              cluster this benchmark starts (ray start --head) and stops
+  million    `python -m sim workload.num_requests=1000000` (the default chat mix at 16 req/s,
+             about 17 simulated hours), every output written (steps streamed to parquet, report
+             and plots); its resident memory sampled every second, to show it stays flat
 
 yardstick and sweep read the Azure trace from ../shared/data (they say so and are skipped when
 it is absent); the others need nothing outside the repository.
@@ -57,7 +60,9 @@ NAMES = (
     "long_context",
     "chunked_prefill",
     "chunked_prefill_ray",
+    "million",
 )
+MILLION = 1_000_000
 SWEEP = {
     "engine_args.max_num_batched_tokens": "256,512,1024,2048",
     "engine_args.max_num_seqs": "32,64,128,256",
@@ -316,6 +321,49 @@ def run_chunked_prefill(work: Path, ray: bool = False) -> dict:
     }
 
 
+def run_million(work: Path, num_requests: int = MILLION) -> dict:
+    """The CLI on a million requests, its RSS read from /proc every second while it runs."""
+    run_dir = work / "run"
+    cmd = [
+        sys.executable, "-m", "sim", f"hydra.run.dir={run_dir}",
+        f"workload.num_requests={num_requests}", "output.progress=false",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    samples = []  # (wall s, RSS MB)
+    while proc.poll() is None:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            kb = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS"))
+            samples.append((time.perf_counter() - started, kb / 1024))
+        except (FileNotFoundError, StopIteration, ProcessLookupError):
+            pass
+        time.sleep(1.0)
+    _, err = proc.communicate()
+    wall = time.perf_counter() - started
+    if proc.returncode:
+        raise RuntimeError(f"python -m sim failed: {err.decode()[-2000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    sim = summary["sim"]
+    rss = np.array([r for _, r in samples])
+    at = {f"rss_mb_at_{q}pct": round(float(rss[int(len(rss) * q / 100)]), 1) for q in (10, 50, 90)}
+    return (
+        _figures(wall, sim["steps"], sim["sim_time_s"])
+        | at
+        | {
+            "requests": sim["requests"],
+            "finished": sim["finished"],
+            "steps_streamed": sim["steps_streamed"],
+            "simulation_wall_s": round(sim["wall_time_s"], 1),
+            "steps_parquet_mb": round((run_dir / "steps.parquet").stat().st_size / 2**20, 1),
+            "requests_parquet_mb": round((run_dir / "requests.parquet").stat().st_size / 2**20, 1),
+            "rss_samples": [
+                [round(t, 1), round(r, 1)] for t, r in samples[:: max(1, len(samples) // 60)]
+            ],
+        }
+    )
+
+
 def _figures(wall: float, steps: int, sim_s: float) -> dict:
     return {
         "wall_s": round(wall, 3),
@@ -335,6 +383,9 @@ def worker(name: str, split: bool) -> None:
                 "long_context": run_long_context,
                 "chunked_prefill": run_chunked_prefill,
                 "chunked_prefill_ray": lambda w: run_chunked_prefill(w, ray=True),
+                "million": lambda w: run_million(
+                    w, int(os.environ.get("SIM_BENCH_REQUESTS", MILLION))
+                ),
             }
             out = special[name](work) if name in special else run_one(name, work, split)
         except FileNotFoundError as exc:

@@ -2,7 +2,8 @@
 
 Hydra composes scenarios/; `hydra.run.dir=DIR` chooses where everything goes; `-m` sweeps.
 User errors (a wrong key, a bad value, a model that does not fit) print one line and exit 2;
-SIM_DEBUG=1 shows the traceback instead.
+--debug (or SIM_DEBUG=1) shows the traceback instead. A run dir holds a file INCOMPLETE while
+its task runs, and keeps it if the task did not finish (Ctrl-C exits 130).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def run_task(cfg: DictConfig) -> dict:
 
     from hydra.types import RunMode
 
+    from sim.outputs import INCOMPLETE, mark_complete, mark_incomplete
     from sim.sweep import finished_summary, mark_finished
 
     sim_cfg = to_sim_config(cfg)
@@ -51,7 +53,17 @@ def run_task(cfg: DictConfig) -> dict:
     if sweeping and (done := finished_summary(out_dir, config)) is not None:
         print(f"{out_dir}: already finished, not run again")
         return done
-    result = TASKS[sim_cfg.task](sim_cfg, out_dir)
+    mark_incomplete(out_dir, "its task is running (or the process running it was killed)")
+    try:
+        result = TASKS[sim_cfg.task](sim_cfg, out_dir)
+    except KeyboardInterrupt:
+        mark_incomplete(out_dir, "interrupted (Ctrl-C) before its outputs were all written")
+        print(f"sim: interrupted; {out_dir} is marked {INCOMPLETE}", file=sys.stderr)
+        raise
+    except BaseException as exc:
+        mark_incomplete(out_dir, f"stopped by an error: {exc}")
+        raise
+    mark_complete(out_dir)
     if sweeping:
         import time
 
@@ -66,14 +78,17 @@ def run_task(cfg: DictConfig) -> dict:
 
 def simulate_task(sim_cfg, out_dir: Path) -> dict:
     from sim.console import ProgressBar, print_brief, print_summary
-    from sim.outputs import write_json, write_parquet
+    from sim.outputs import write_json, write_parquet, write_parquet_chunks
     from sim.report import write_report
     from sim.run import simulate
 
     with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty()) as bar:
-        result = simulate(sim_cfg, progress=bar.update)
-    write_parquet(out_dir / "requests.parquet", result.requests)
-    write_parquet(out_dir / "steps.parquet", result.steps)
+        result = simulate(sim_cfg, progress=bar.update, run_dir=out_dir)
+    if result.streamed is None:
+        write_parquet(out_dir / "requests.parquet", result.requests)
+        write_parquet(out_dir / "steps.parquet", result.steps)
+    else:  # a long run: its steps were written as it went; its requests a row group at a time
+        write_parquet_chunks(out_dir / "requests.parquet", result.requests)
     if result.phases is not None:
         write_trace_files(result, out_dir)
     if sim_cfg.output.report:
@@ -130,8 +145,9 @@ def show_engine_task(sim_cfg, out_dir: Path) -> dict:
 
 
 def validate_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.cases import load_cases
     from sim.console import ProgressBar
-    from sim.validate import load_cases, run_all
+    from sim.validate import run_all
     from sim.validation_report import write_validation
 
     paths = _case_files(sim_cfg)
@@ -155,8 +171,12 @@ def upgrade_diff_task(sim_cfg, out_dir: Path) -> dict:
     from sim.upgrade_diff import run_upgrade_diff
     from sim.upgrade_report import write_upgrade_outputs
 
+    cache = out_dir / "simulations"  # each simulation's outcome: a rerun resumes from them
+    kept = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
+    if kept:
+        print(f"upgrade_diff: resuming; {kept} simulations already done in {cache}")
     with ProgressBar(enabled=sim_cfg.output.progress and sys.stderr.isatty(), what="runs") as bar:
-        summary = run_upgrade_diff(sim_cfg, progress=bar.update_count)
+        summary = run_upgrade_diff(sim_cfg, progress=bar.update_count, cache=cache)
     write_upgrade_outputs(summary, out_dir)
     print_upgrade(summary, out_dir)
     return summary
@@ -272,12 +292,24 @@ def _hydra_entry(cfg: DictConfig) -> None:
     try:
         run_task(cfg)
     except UserError as exc:
-        if os.environ.get("SIM_DEBUG"):
+        if _debug():
             raise
         fail(str(exc))
+    except KeyboardInterrupt:
+        if _debug():
+            raise
+        sys.exit(130)
+
+
+def _debug() -> bool:
+    return bool(os.environ.get("SIM_DEBUG"))
 
 
 def main() -> None:
+    if "--debug" in sys.argv[1:]:  # tracebacks instead of one-line errors (= SIM_DEBUG=1)
+        sys.argv.remove("--debug")
+        os.environ["SIM_DEBUG"] = "1"
+        os.environ["HYDRA_FULL_ERROR"] = "1"
     overrides, multirun = split_argv(sys.argv[1:])
     informational = {"-h", "--help", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
     if not informational & set(sys.argv[1:]):
@@ -311,7 +343,7 @@ def main() -> None:
 
                     Context.of(cfg).settings(cfg.parallel.tp)
         except UserError as exc:
-            if os.environ.get("SIM_DEBUG"):
+            if _debug():
                 raise
             fail(str(exc))
     _hydra_entry()

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 
-from sim.errors import UserError
+from sim.errors import UserError, shown
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
@@ -33,15 +33,44 @@ def _opt(default=None, **checks):
     return field(default=default, metadata=checks)
 
 
+# Upper bounds on sizes that the simulator materialises (a record per request, content ids per
+# token block, an engine per replica, a simulation per seed): an absurd value fails here, with
+# its reason, instead of exhausting memory or running for days.
+MAX_REQUESTS = 10_000_000
+MAX_TOKENS = 2**24  # 16,777,216: more than any model's context window
+MAX_GPUS = 4096
+MAX_RUNS = 10_000
+_REQUESTS_WHY = "every request is simulated and kept in memory"
+_TOKENS_WHY = "more tokens than any model's context window"
+_GPUS_WHY = "the largest deployments use a few thousand GPUs"
+_RUNS_WHY = "each is a whole simulation"
+
+
+def _requests(default, **checks):
+    return _opt(default, max=MAX_REQUESTS, why=_REQUESTS_WHY, **checks)
+
+
+def _tokens(default, **checks):
+    return _opt(default, max=MAX_TOKENS, why=_TOKENS_WHY, **checks)
+
+
+def _gpus(default, **checks):
+    return _opt(default, max=MAX_GPUS, why=_GPUS_WHY, **checks)
+
+
+def _runs(default, **checks):
+    return _opt(default, max=MAX_RUNS, why=_RUNS_WHY, **checks)
+
+
 ROUTERS = ("least_loaded", "least_outstanding", "round_robin", "prefix_aware")
 
 
 @dataclass(frozen=True, slots=True)
 class Parallel:
-    tp: int = _opt(1, min=1)  # tensor parallel GPUs per replica
-    pp: int = _opt(1, min=1)  # pipeline stages per replica (micro-batches in flight)
-    dp: int = _opt(1, min=1)  # replicas behind the router
-    ep: int = _opt(1, min=1)  # expert parallel GPUs (MoE): 1, or tp (experts split over TP)
+    tp: int = _gpus(1, min=1)  # tensor parallel GPUs per replica
+    pp: int = _gpus(1, min=1)  # pipeline stages per replica (micro-batches in flight)
+    dp: int = _gpus(1, min=1)  # replicas behind the router
+    ep: int = _gpus(1, min=1)  # expert parallel GPUs (MoE): 1, or tp (experts split over TP)
     router: str = _opt("least_loaded", choices=ROUTERS)  # how requests pick a replica
     # The GPU-to-GPU link of this server when it is not the catalogue GPU's (PCIe without
     # peer-to-peer, a slower fabric): bytes/s per direction and the fixed cost of one
@@ -57,13 +86,13 @@ class Parallel:
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
     kind: str = _opt("poisson", choices=WORKLOAD_KINDS)
-    num_requests: int | None = _opt(1000, min=1)
+    num_requests: int | None = _requests(1000, min=1)
     rate: float | None = _opt(10.0, gt=0)  # requests per second; a trace (kind=trace) is
     # replayed at this mean rate, its arrival times scaled (None: the trace's own times)
     burstiness: float | None = _opt(None, gt=0)  # gamma shape (--burstiness); None: 1 or the file's
     concurrency: int | None = _opt(None, min=1)  # cap on requests in flight (--max-concurrency)
-    input_len: int = _opt(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
-    output_len: int = _opt(256, min=1)
+    input_len: int = _tokens(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
+    output_len: int = _tokens(256, min=1)
     length_dist: str = _opt("fixed", choices=LENGTH_DISTS)
     range_ratio: float = _opt(0.0, min=0, lt=1)  # uniform: len x [1 - r, 1 + r]
     input_sigma: float = _opt(1.0, gt=0)  # lognormal: sigma of log(length)
@@ -71,17 +100,17 @@ class WorkloadConfig:
     max_len_factor: float = _opt(16.0, gt=1)  # lognormal draws clipped at factor x mean
     lengths: str | None = None  # a file to draw (prompt, output) pairs from
     path: str | None = None  # the trace or bench JSON to replay
-    shared_prefix_tokens: int = _opt(0, min=0)  # a system prompt before each request's input
-    num_shared_prefixes: int = _opt(1, min=1)  # distinct system prompts, picked uniformly
-    turns_per_session: int = _opt(1, min=1)  # >1: each turn's prompt extends the previous turn
+    shared_prefix_tokens: int = _tokens(0, min=0)  # a system prompt before each request's input
+    num_shared_prefixes: int = _requests(1, min=1)  # distinct system prompts, picked uniformly
+    turns_per_session: int = _requests(1, min=1)  # >1: each turn's prompt extends the previous turn
     stagger: bool = False  # closed loop: start the first `concurrency` requests evenly spread
     # over one request lifetime (the cost model's estimate) instead of all at t=0, as the
     # clients of a long benchmark drift apart; their first wave then prefills one at a time
-    warmup_requests: int = _opt(0, min=0)  # the first N requests sent are warm-up: they run,
+    warmup_requests: int = _requests(0, min=0)  # the first N requests sent are warm-up: they run,
     # but the bench metrics leave them out (as a benchmark harness's warm-up)
-    priority_levels: int = _opt(1, min=1)  # >1: each request draws a priority 0..k-1 (lower
+    priority_levels: int = _requests(1, min=1)  # >1: each request draws a priority 0..k-1 (lower
     # first), for engines run with policy=priority
-    concurrent_sessions: int = _opt(32, min=1)  # sessions interleaved; a turn follows its
+    concurrent_sessions: int = _requests(32, min=1)  # sessions interleaved; a turn follows its
     # previous turn this many arrivals later (open loop: choose it so that gap exceeds E2E)
 
 
@@ -89,6 +118,9 @@ class WorkloadConfig:
 class OutputConfig:
     report: bool = True  # report.md with plots
     progress: bool = True  # a progress bar once a run takes more than a few seconds
+    stream: bool | None = None  # write steps.parquet a chunk at a time as the run goes, so a
+    # run of any length holds one chunk of steps in memory (the report then plots every
+    # k-th step); None: when the workload has 100,000 requests or more (and trace is off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +157,8 @@ class UpgradeConfig:
     baseline: str | None = "simulated"  # simulated | a run dir | a vllm bench serve JSON
     measured_before: str | None = None  # real results of each version (run dir or bench
     measured_after: str | None = None  # JSON): what configuration does not explain
-    seeds: int = _opt(3, min=1)  # workload draws; each effect gets a 95% interval over them
-    budget: int = _opt(48, min=8)  # simulations per seed for the Shapley values: exact when
+    seeds: int = _runs(3, min=1)  # workload draws; each effect gets a 95% interval over them
+    budget: int = _runs(48, min=8)  # simulations per seed for the Shapley values: exact when
     # every subset of the changes that matter fits, else random orders that fit
     headline: str = _opt("auto", choices=("auto", *UPGRADE_METRICS))  # the metric the verdict
     # and the minimal set explain; auto: the one that got worst
@@ -154,8 +186,9 @@ ARCHITECTURES = (
 class LongContextConfig:
     """scenario=long_context: one very long request among ordinary traffic."""
 
-    prompt_tokens: int = _opt(1048576, min=1)
-    output_tokens: int = _opt(256, min=1)
+    prompt_tokens: int = _opt(1048576, min=1, max=2**30, why="the study sizes its KV in memory")
+    # (beyond any model's window on purpose: the study says what fits, and where nothing does)
+    output_tokens: int = _tokens(256, min=1)
     arrival_s: float = _opt(30.0, min=0)  # when the long request arrives among the traffic
     background: bool = True  # the workload's traffic around it (the co-tenants)
     budgets: tuple[int, ...] | None = (2048, 8192, 32768)  # chunked-prefill token budgets
@@ -189,12 +222,12 @@ class CapacityConfig:
 
     rate: float | None = _opt(None, gt=0)  # None: search the rate on this configuration;
     # a rate: search the fewest replicas (parallel.dp) that serve it within the SLOs
-    seeds: int = _opt(3, min=2)  # workload draws per probed rate at first ...
-    max_seeds: int = _opt(8, min=2)  # ... and at most, while a probe is too close to call
+    seeds: int = _runs(3, min=2)  # workload draws per probed rate at first ...
+    max_seeds: int = _runs(8, min=2)  # ... and at most, while a probe is too close to call
     confidence: float = _opt(0.95, gt=0.5, lt=1)  # the verdict at a probe must be this sure
     tolerance: float = _opt(0.02, gt=0, lt=1)  # stop when the bracket is this narrow (relative)
-    max_probes: int = _opt(24, min=2)  # rates tried at most (each with its seeds)
-    max_replicas: int = _opt(64, min=1)  # replica search: give up beyond this many
+    max_probes: int = _runs(24, min=2)  # rates tried at most (each with its seeds)
+    max_replicas: int = _gpus(64, min=1)  # replica search: give up beyond this many
     gpu_hour_usd: float | None = _opt(None, gt=0)  # price of one GPU-hour; None: the hardware
     # catalogue's gpu_hour_usd
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
@@ -205,9 +238,9 @@ class TeachConfig:
     """scenario=teach_*: one mechanism, two runs one setting apart (sim/teach.py)."""
 
     lesson: str = "static_vs_continuous"
-    long_prompts: int = _opt(3, min=1)  # chunked_prefill: long prompts among the traffic
-    long_prompt_tokens: int = _opt(12288, min=1)  # chunked_prefill, head_of_line
-    long_output_tokens: int = _opt(16, min=1)
+    long_prompts: int = _requests(3, min=1)  # chunked_prefill: long prompts among the traffic
+    long_prompt_tokens: int = _tokens(12288, min=1)  # chunked_prefill, head_of_line
+    long_output_tokens: int = _tokens(16, min=1)
     long_arrival_s: float = _opt(1.0, min=0)  # the first long prompt's arrival
     long_gap_s: float = _opt(1.0, min=0)  # between long prompts; head_of_line: the short
     # requests start this long after the long one
@@ -245,13 +278,17 @@ class SimConfig:
 
 def _build(cls, data, prefix: str):
     if not isinstance(data, Mapping):
-        raise UserError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+        raise UserError(
+            f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {shown(data, 60)}"
+        )
     hints = typing.get_type_hints(cls)
     known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
+        name = unknown[0] if isinstance(unknown[0], str) and unknown[0].isprintable() else None
+        name = name or shown(unknown[0], 60)
         raise UserError(
-            f"unknown key {prefix}{unknown[0]}; allowed under {prefix.rstrip('.') or 'the top'}: "
+            f"unknown key {prefix}{name}; allowed under {prefix.rstrip('.') or 'the top'}: "
             f"{', '.join(sorted(known))}"
         )
     values = {}
@@ -285,21 +322,23 @@ def _check(key: str, value, hint, checks: Mapping):
         if item is str:
             items = [value] if isinstance(value, str) else value
             if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
-                raise UserError(f"{key}={value!r}: expected a string or a list of strings")
+                raise UserError(f"{key}={shown(value, 60)}: expected a string or a list of strings")
             return tuple(items)
         if not isinstance(value, (list, tuple)):
-            raise UserError(f"{key}={value!r}: expected a list, e.g. [0.5, 1.0]")
+            raise UserError(f"{key}={shown(value, 60)}: expected a list, e.g. [0.5, 1.0]")
         items = tuple(_coerce(key, v, item) for v in value)
         for v in items:
             if not math.isfinite(v) or v <= 0:
-                raise UserError(f"{key}={value!r}: every value must be a finite number > 0")
+                raise UserError(
+                    f"{key}={shown(value, 60)}: every value must be a finite number > 0"
+                )
         return items
     value = _coerce(key, value, kind)
     if "choices" in checks and value not in checks["choices"]:
-        raise UserError(f"{key}={value!r}: choose one of {', '.join(checks['choices'])}")
+        raise UserError(f"{key}={shown(value, 60)}: choose one of {', '.join(checks['choices'])}")
     if kind in (int, float):
         if isinstance(value, float) and not math.isfinite(value):
-            raise UserError(f"{key}={value!r}: must be a finite number")
+            raise UserError(f"{key}={shown(value, 60)}: must be a finite number")
         bounds = (
             ("min", lambda v, b: v >= b, ">="),
             ("gt", lambda v, b: v > b, ">"),
@@ -308,8 +347,8 @@ def _check(key: str, value, hint, checks: Mapping):
         )
         for name, ok, sign in bounds:
             if name in checks and not ok(value, checks[name]):
-                why = f" ({checks['why']})" if "why" in checks else ""
-                raise UserError(f"{key}={value!r}: must be {sign} {checks[name]}{why}")
+                why = f" ({checks['why']})" if name == "max" and "why" in checks else ""
+                raise UserError(f"{key}={shown(value, 60)}: must be {sign} {checks[name]}{why}")
     return value
 
 
@@ -317,17 +356,25 @@ def _coerce(key: str, value, kind):
     if kind is bool:
         if isinstance(value, bool):
             return value
-        raise UserError(f"{key}={value!r}: expected true or false")
+        raise UserError(f"{key}={shown(value, 60)}: expected true or false")
     if kind is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-            raise UserError(f"{key}={value!r}: expected an integer")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{key}={shown(value, 60)}: expected an integer")
+        if isinstance(value, float) and not math.isfinite(value):  # nan / inf from the CLI
+            raise UserError(f"{key}={shown(value, 60)}: expected an integer (a finite number)")
+        if value != int(value):
+            raise UserError(f"{key}={shown(value, 60)}: expected an integer")
+        if not -(2**63) <= value < 2**63:  # numpy's int64 holds every count and seed
+            raise UserError(f"{key}={shown(value, 60)}: must fit in a 64-bit integer (< 2**63)")
         return int(value)
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{key}={value!r}: expected a number")
+            raise UserError(f"{key}={shown(value, 60)}: expected a number")
+        if isinstance(value, int) and not -(2**1023) < value < 2**1023:
+            raise UserError(f"{key}={shown(value, 60)}: must be a finite number")
         return float(value)
     if kind is str:
         if not isinstance(value, str):
-            raise UserError(f"{key}={value!r}: expected a string")
+            raise UserError(f"{key}={shown(value, 60)}: expected a string")
         return value
     raise TypeError(f"unsupported config type {kind} for {key}")

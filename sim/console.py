@@ -99,8 +99,14 @@ def print_summary(s: dict, out_dir: Path) -> None:
         ("KV usage peak / mean:", f"{sim['kv_usage_peak']:.1%} / {sim['kv_usage_mean']:.1%}"),
         ("Wall time (s):", f"{sim['wall_time_s']:.2f}"),
     ]
-    if sim["unfinished_at_time_limit"]:
-        rows.append(("Unfinished at time limit:", sim["unfinished_at_time_limit"]))
+    if sim["stopped_at_s"] is not None:
+        c = sim["conservation"]
+        rows += [
+            ("Stopped by the time limit at (s):", f"{sim['stopped_at_s']:.2f}"),
+            ("  in flight, running:", c["in_flight_running"]),
+            ("  in flight, waiting:", c["in_flight_waiting"]),
+            ("  not yet sent:", c["not_sent"]),
+        ]
     print(f"{' Serving Benchmark Result (simulated) ':=^50}")
     for label, value in rows:
         print(f"{label:=^50}" if value is None else f"{label:<40}{value:<10}")

@@ -45,6 +45,11 @@ class RunOutcome:
     records: RequestRecords  # every request of the workload, one row each, in workload order
     end_s: float  # simulated time when the run stopped
     stopped_early: bool  # the time limit came before every request ended
+    num_sent: int = 0  # requests sent to a replica (the rest had not arrived, or were held
+    # back by the concurrency cap, when the clock stopped)
+    in_flight_ids: frozenset[int] = frozenset()  # sent and not ended when the clock stopped
+    finishing_ids: frozenset[int] = frozenset()  # of those, finished by the step that was
+    # running at the stop: their replica has let them go (see _cut_at)
 
     @property
     def requests(self) -> list[Request]:
@@ -129,9 +134,36 @@ class _Dispatch:
             self.last_free_s = now
 
     def outcome(self, end_s: float) -> RunOutcome:
+        finishing = set()
         for req in self.in_flight_requests.values():  # stopped by the time limit
+            if _cut_at(req, end_s):
+                finishing.add(req.request_id)
             self.records.record(req)
-        return RunOutcome(self.records, end_s, self.ended < len(self.records))
+        return RunOutcome(
+            self.records,
+            end_s,
+            self.ended < len(self.records),
+            self.num_sent,
+            frozenset(self.in_flight_requests),
+            frozenset(finishing),
+        )
+
+
+def _cut_at(req: Request, end_s: float) -> bool:
+    """A request in flight when the clock stopped at end_s, as of end_s. A replica applies a
+    step when it starts, so the step running at the stop has already emitted its tokens (at its
+    end, after end_s) and may have finished the request: take that token back and say it is
+    still running. True when the request had finished in that step (its replica let it go)."""
+    if req.last_token_s is None or req.last_token_s <= end_s:
+        return False
+    req.num_output_tokens -= 1
+    req.last_token_s = None  # not needed after the run; before end_s, unknown here
+    if req.first_token_s is not None and req.first_token_s > end_s:
+        req.first_token_s = None
+    finishing = req.status == Status.FINISHED
+    if finishing:
+        req.status, req.finish_s = Status.RUNNING, None
+    return finishing
 
 
 def run_simpy(
@@ -315,15 +347,46 @@ def delay_to(now: float, durations) -> float | None:
     return d if now + d == end else None
 
 
-def check_conservation(outcome: RunOutcome, engines: list[Engine]) -> None:
-    """Every request ended exactly once (finished or rejected) unless the clock was stopped,
-    and every KV block was returned."""
+def check_conservation(outcome: RunOutcome, engines: list[Engine]) -> dict:
+    """Nothing lost: every request of the workload is finished, rejected, in flight (sent and
+    held by exactly one replica) or not yet sent, and only a time limit leaves any in the last
+    two; every KV block in use is held by a request in flight (all returned when none is).
+    Checked at the end of every run; returns the tally the summary reports. A violation is a
+    simulator bug and raises."""
     counts = outcome.records.counts()
     total = len(outcome.records)
-    if not outcome.stopped_early:
-        ended = counts[Status.FINISHED] + counts[Status.REJECTED]
-        if ended != total:
-            raise RuntimeError(f"conservation violated: {counts} of {total}")
-        for e in engines:
-            if e.kv.num_used_blocks != 0 or e.has_work:
-                raise RuntimeError(f"replica {e.replica} ended holding KV blocks or requests")
+    finished, rejected = counts[Status.FINISHED], counts[Status.REJECTED]
+    in_flight = len(outcome.in_flight_ids)
+    unsent = total - outcome.num_sent
+    tally = {
+        "arrived": outcome.num_sent,
+        "finished": finished,
+        "rejected": rejected,
+        "in_flight": in_flight,
+        "in_flight_running": counts[Status.RUNNING],
+        "in_flight_waiting": counts[Status.WAITING] - unsent + counts[Status.PREEMPTED],
+        "not_sent": unsent,
+    }
+    problems = []
+    if outcome.num_sent != finished + rejected + in_flight:
+        problems.append("sent != finished + rejected + in flight")
+    if not outcome.stopped_early and (in_flight or unsent):
+        problems.append("requests left over without a time limit")
+    held: set[int] = set()
+    for e in engines:
+        mine = {r.request_id for r in e.scheduler.held_requests()}
+        if held & mine or not mine <= outcome.in_flight_ids:
+            problems.append(f"replica {e.replica} holds requests not in flight, or another's")
+        held |= mine
+        null = e.kv.pool.null_block
+        blocks = {b.block_id for bl in e.kv.req_blocks.values() for b in bl if b is not null}
+        if not set(e.kv.req_blocks) <= mine or len(blocks) != e.kv.num_used_blocks:
+            problems.append(
+                f"replica {e.replica}: {e.kv.num_used_blocks} KV blocks in use, "
+                f"{len(blocks)} held by its {len(mine)} requests in flight"
+            )
+    if held | outcome.finishing_ids != outcome.in_flight_ids:
+        problems.append(f"{len(outcome.in_flight_ids - held)} requests in flight on no replica")
+    if problems:
+        raise RuntimeError(f"conservation violated: {'; '.join(problems)} ({tally})")
+    return tally

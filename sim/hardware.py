@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,7 @@ from types import MappingProxyType
 
 import yaml
 
-from sim.errors import UserError
+from sim.errors import UserError, key_name, shown
 from sim.paths import HARDWARE_DIR
 
 _REQUIRED = {
@@ -25,6 +26,18 @@ _REQUIRED = {
     "sm_count": int,
     "l2_bytes": int,
 }
+# Upper bounds far above any GPU: the KV pool is built block by block from hbm_bytes, and a
+# rate beyond these is a unit slip (bits for bytes, a missing exponent sign).
+_MAX = {
+    "hbm_bytes": 2**42,  # 4 TiB
+    "hbm_bytes_per_s": 1e15,
+    "nvlink_bytes_per_s": 1e15,
+    "pcie_bytes_per_s": 1e15,
+    "sm_count": 2**20,
+    "l2_bytes": 2**40,
+}
+_MAX_FLOPS_PER_S = 1e18
+_KIND = {str: "a string", int: "an integer", float: "a number", dict: "a mapping"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +86,29 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = root / f"{name_or_path}.yaml"
-        if not path.is_file():
+        if not _is_file(path):
             raise UserError(
                 f"hardware={name_or_path!r} is not in the catalogue; "
                 f"choose one of: {', '.join(hardware_names(root))} (or a path to a .yaml file)"
             )
-    elif not path.is_file():
+    elif not _is_file(path):
         raise UserError(f"hardware file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
+    except RecursionError as exc:
+        raise UserError(f"{path}: not valid YAML (nested too deeply)") from exc
     return _from_mapping(data, path)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system
+        return False
 
 
 def _from_mapping(data: object, path: Path) -> Hardware:
@@ -96,24 +120,40 @@ def _from_mapping(data: object, path: Path) -> Hardware:
             raise UserError(f"{path}: missing field {key!r}")
         value = data[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            value = float(value) if abs(value) < 1e300 else math.inf
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise UserError(f"{path}: field {key!r} must be a {kind.__name__}, got {value!r}")
-        if kind in (int, float) and value < 0:
-            raise UserError(f"{path}: field {key!r} must be >= 0, got {value!r}")
+            raise UserError(f"{path}: field {key!r} must be {_KIND[kind]}, got {shown(value)}")
+        if kind in (int, float) and not 0 <= value < math.inf:
+            raise UserError(
+                f"{path}: field {key!r} must be a finite number >= 0, got {shown(value)}"
+            )
+        if key in _MAX and value > _MAX[key]:
+            raise UserError(
+                f"{path}: field {key!r} is {shown(value)}; "
+                f"at most {_MAX[key]:.3g} (no GPU has more)"
+            )
         fields[key] = value
     flops = {}
     for dtype, rate in fields["flops_per_s"].items():
-        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
-            raise UserError(f"{path}: flops_per_s.{dtype} must be a positive number, got {rate!r}")
+        if (
+            not isinstance(rate, (int, float))
+            or isinstance(rate, bool)
+            or not 0 < rate <= _MAX_FLOPS_PER_S
+        ):
+            raise UserError(
+                f"{path}: flops_per_s.{key_name(dtype)} must be a positive number up to "
+                f"{_MAX_FLOPS_PER_S:.0e}, got {shown(rate)}"
+            )
         flops[str(dtype)] = float(rate)
     fields["flops_per_s"] = MappingProxyType(flops)
     price = data.get("gpu_hour_usd")
     if price is not None:
-        if not isinstance(price, (int, float)) or isinstance(price, bool) or not price > 0:
-            raise UserError(f"{path}: gpu_hour_usd must be a positive number, got {price!r}")
+        if not isinstance(price, (int, float)) or isinstance(price, bool) or not 0 < price < 1e9:
+            raise UserError(
+                f"{path}: gpu_hour_usd must be a positive number (dollars), got {shown(price)}"
+            )
         fields["gpu_hour_usd"] = float(price)
-    for key in ("hbm_bytes", "hbm_bytes_per_s", "sm_count"):
+    for key in ("hbm_bytes", "hbm_bytes_per_s", "pcie_bytes_per_s", "sm_count"):
         if fields[key] == 0:
             raise UserError(f"{path}: field {key!r} must be > 0")
     return Hardware(**fields)

@@ -86,7 +86,16 @@ def closed_loop_requests(concurrency: int) -> int:
 
 # ---- silicon CSV ------------------------------------------------------------------------------
 def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[dict], dict]:
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from None
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: not a readable CSV (the file is empty)") from None
+    except (ValueError, OverflowError) as exc:  # unparseable
+        raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the file ({exc.strerror})") from None
     need = {"id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl"}
     need |= {"batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"}
     missing = need - set(df.columns)
@@ -107,12 +116,14 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
         if not isinstance(row.backend_version, str) or not row.backend_version.strip():
             skipped["no engine version recorded"] = skipped.get("no engine version recorded", 0) + 1
             continue
-        if not (row.silicon_ttft_ms > 0 and row.silicon_tpot_ms > 0):
+        ttft, tpot = _float(row.silicon_ttft_ms), _float(row.silicon_tpot_ms)
+        if not (ttft > 0 and tpot > 0):
             skipped["no measured TTFT/TPOT"] = skipped.get("no measured TTFT/TPOT", 0) + 1
             continue
         model, note = catalogue_model(str(row.model_path))
         notes = [note] if note else []
-        tp = int(row.tp_size)
+        where = f"{path}: row {row.id}"
+        tp = _count(row.tp_size, f"{where}: tp_size")
         parallel = {"tp": tp, "pp": _int(getattr(row, "pp_size", 1))}
         ep = _int(getattr(row, "moe_ep_size", 1))
         if ep > 1:
@@ -123,9 +134,8 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
         adp = _int(getattr(row, "attention_dp_size", 1))
         if adp > 1:
             notes.append(f"attention_dp_size {adp} (DP attention) simulated as TP")
-        c = int(row.batch_size)
-        isl, osl = int(row.isl), int(row.osl)
-        ttft, tpot = float(row.silicon_ttft_ms), float(row.silicon_tpot_ms)
+        c = _count(row.batch_size, f"{where}: batch_size")
+        isl, osl = _count(row.isl, f"{where}: isl"), _count(row.osl, f"{where}: osl")
         # Little's law for a closed loop: requests/s = concurrency / mean E2E latency
         e2e_s = (ttft + (osl - 1) * tpot) / 1e3
         notes.append("output_throughput derived by Little's law: concurrency x OSL / mean E2E")
@@ -135,7 +145,7 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
             dtype = "fp8_block"
             notes.append(f"{row.model_path}'s FP8 weights are block-scaled (128 x 128)")
         flags = []
-        hw = SYSTEMS.get(row.system, row.system)
+        hw = SYSTEMS.get(row.system, str(row.system))
         gpus = tp * parallel["pp"]
         share = prefill_share_of_peak(model, hw, dtype, c, isl, e2e_s, gpus)
         if share is not None and share >= IMPLAUSIBLE_PREFILL_SHARE:
@@ -149,7 +159,7 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
             {
                 "id": f"aic-{row.id}",
                 "engine": f"{row.backend}@{row.backend_version}",
-                "hardware": SYSTEMS.get(row.system, row.system),
+                "hardware": hw,
                 "model": model,
                 "dtype": dtype,
                 "parallel": parallel,
@@ -167,7 +177,9 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
                     "mean_tpot_ms": round(tpot, 4),
                     "output_throughput": round(c * osl / e2e_s, 2),
                 },
-                "source": f"{path.name} row {row.id}: {row.silicon_data_source}"[:300],
+                "source": f"{path.name} row {row.id}: {getattr(row, 'silicon_data_source', '')}"[
+                    :300
+                ],  # the column is optional
                 "notes": "; ".join(notes),
                 **({"flags": flags} if flags else {}),
             }
@@ -214,6 +226,40 @@ def _linear_flops_and_peak(model: str, hardware: str, peak_dtype: str):
     return 2.0 * (p.active - p.embedding), peak
 
 
+def _float(value) -> float:
+    """A finite number from a JSON or CSV field, else NaN."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def _count(value, where: str) -> int:
+    """A positive integer from a JSON or CSV field (1024, 1024.0, "1024")."""
+    v = _float(value)
+    if not (1 <= v < 2**63 and v == int(v)):
+        raise UserError(f"{where} is {value!r:.40}; expected an integer >= 1")
+    return int(v)
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError):
+        raise UserError(f"{path}: not valid JSON (a number too long or nesting too deep)") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the file ({exc.strerror})") from None
+
+
 def _int(value) -> int:
     try:
         v = float(value)
@@ -226,8 +272,8 @@ def _int(value) -> int:
 def bench_json(paths, out: Path, engine: str, hardware: str, model: str, tp: int) -> list[dict]:
     cases = []
     for path in paths:
-        data = json.loads(Path(path).read_text())
-        if "input_lens" not in data or "output_lens" not in data:
+        data = _read_json(path)
+        if not isinstance(data, dict) or "input_lens" not in data or "output_lens" not in data:
             raise UserError(f"{path}: not a `vllm bench serve --save-result` file")
         case = {
             "id": f"bench-{Path(path).stem}",
@@ -244,7 +290,7 @@ def bench_json(paths, out: Path, engine: str, hardware: str, model: str, tp: int
 
 # ---- LLMServingSim bench_examples ---------------------------------------------------------------
 def llmservingsim(paths, out: Path) -> list[dict]:
-    from sim.validate import measured_requests
+    from sim.bench_results import measured_requests
 
     runs = []
     for p in map(Path, paths):
@@ -253,24 +299,28 @@ def llmservingsim(paths, out: Path) -> list[dict]:
         raise UserError(f"no LLMServingSim runs (*/vllm/meta.json) under {', '.join(paths)}")
     cases = []
     for run in runs:
-        meta = json.loads((run / "vllm" / "meta.json").read_text())
-        kw = meta.get("engine_kwargs", {})
+        meta = _read_json(run / "vllm" / "meta.json")
+        if not isinstance(meta, dict):
+            raise UserError(f"{run / 'vllm' / 'meta.json'}: expected a JSON object")
+        kw, where = _mapping(meta.get("engine_kwargs")), f"{run / 'vllm' / 'meta.json'}: "
         requests = run / "vllm" / "requests.jsonl"
         hardware = SYSTEMS.get(run.parent.name, run.parent.name.lower())
         model, note = catalogue_model(str(meta.get("model", kw.get("model", ""))))
         notes = [note] if note else []
         args = {k: kw[k] for k in ("max_num_seqs", "max_num_batched_tokens") if kw.get(k)}
         if kw.get("max_model_len"):
-            args["max_model_len"] = int(kw["max_model_len"])
+            args["max_model_len"] = _count(kw["max_model_len"], f"{where}max_model_len")
         if kw.get("kv_cache_dtype", "auto") != "auto":
             args["kv_cache_dtype"] = kw["kv_cache_dtype"]
-        cache = meta.get("kv_cache") or {}
+        cache = _mapping(meta.get("kv_cache"))
         if cache.get("gpu_memory_utilization"):
             args["gpu_memory_utilization"] = cache["gpu_memory_utilization"]
         if cache.get("num_gpu_blocks"):  # the pool the run had, not our estimate of it
-            args["num_gpu_blocks_override"] = int(cache["num_gpu_blocks"])
-        parallel = {"tp": int(kw.get("tensor_parallel_size", 1))}
-        dp = int(kw.get("data_parallel_size", 1))
+            args["num_gpu_blocks_override"] = _count(
+                cache["num_gpu_blocks"], f"{where}num_gpu_blocks"
+            )
+        parallel = {"tp": _count(kw.get("tensor_parallel_size", 1), f"{where}tensor_parallel_size")}
+        dp = _count(kw.get("data_parallel_size", 1), f"{where}data_parallel_size")
         if dp > 1:
             parallel["dp"] = dp
             if kw.get("enable_expert_parallel"):  # experts over every rank's GPUs
@@ -287,6 +337,8 @@ def llmservingsim(paths, out: Path) -> list[dict]:
         measured = {}
         for q in ("ttft", "tpot"):
             v = got[q] * 1e3
+            if not len(v):  # no request with two tokens or more: no TPOT
+                continue
             measured[f"mean_{q}_ms"] = round(float(np.mean(v)), 4)
             for pct in (50, 90, 99):
                 measured[f"p{pct}_{q}_ms"] = round(float(np.percentile(v, pct)), 4)
@@ -339,7 +391,7 @@ def guidellm(paths, out: Path, engine: str, hardware: str, model: str, tp: int) 
     0.7-0.8 (`metadata.version` 2, the same benchmark layout)."""
     cases, skipped = [], {}
     for path in paths:
-        data = json.loads(Path(path).read_text())
+        data = _read_json(path)
         benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
         if not isinstance(benchmarks, list):
             raise UserError(f"{path}: not a GuideLLM result (no `benchmarks` list)")
@@ -353,25 +405,30 @@ def guidellm(paths, out: Path, engine: str, hardware: str, model: str, tp: int) 
 
 
 def _successful(metrics: dict, name: str) -> dict:
-    return (metrics.get(name) or {}).get("successful") or {}
+    return _mapping(_mapping(metrics.get(name)).get("successful"))
 
 
 def _guidellm_case(b: dict, i: int, path: Path, engine, hardware, model, tp):
-    strategy = (b.get("config") or b.get("args") or {}).get("strategy") or {}
+    b = _mapping(b)
+    strategy = _mapping(_mapping(b.get("config") or b.get("args")).get("strategy"))
     kind = strategy.get("type_") or strategy.get("type")
-    metrics = b.get("metrics") or {}
-    totals = metrics.get("request_totals") or b.get("request_totals") or {}
-    n = int(totals.get("successful") or 0)
-    prompt = _successful(metrics, "prompt_token_count")
-    output = _successful(metrics, "output_token_count")
-    if not n or not prompt.get("mean") or not output.get("mean"):
+    kind = kind if isinstance(kind, str) else None
+    metrics = _mapping(b.get("metrics"))
+    totals = _mapping(metrics.get("request_totals") or b.get("request_totals"))
+    n = _float(totals.get("successful"))
+    prompt = _float(_successful(metrics, "prompt_token_count").get("mean"))
+    output = _float(_successful(metrics, "output_token_count").get("mean"))
+    if not (1 <= n < 2**63 and prompt > 0 and output > 0):
         return None, "no successful requests"
-    lengths = {"input_len": round(prompt["mean"]), "output_len": round(output["mean"])}
+    n = int(n)
+    lengths = {"input_len": max(round(prompt), 1), "output_len": max(round(output), 1)}
     if kind == "concurrent":
-        streams = int(strategy.get("streams") or 0)
+        streams = _float(strategy.get("streams"))
+        streams = int(streams) if 0 <= streams < 2**63 else 0
         workload = {"closed_loop": {"concurrency": streams, "num_requests": n, **lengths}}
     elif kind in ("constant", "poisson"):
-        workload = {kind: {"rate": float(strategy.get("rate") or 0), "num_requests": n, **lengths}}
+        rate = _float(strategy.get("rate"))
+        workload = {kind: {"rate": 0.0 if rate != rate else rate, "num_requests": n, **lengths}}
     elif kind == "throughput":
         workload = {"burst": {"num_requests": n, **lengths}}
     else:
@@ -379,21 +436,22 @@ def _guidellm_case(b: dict, i: int, path: Path, engine, hardware, model, tp):
     measured = {}
     for name, (stem, scale) in GUIDELLM_METRICS.items():
         st = _successful(metrics, name)
-        pct = st.get("percentiles") or {}
+        pct = _mapping(st.get("percentiles"))
         for key, value in (
             (f"mean_{stem}_ms", st.get("mean")),
             (f"median_{stem}_ms", st.get("median")),
             *((f"p{p}_{stem}_ms", pct.get(f"p{p}")) for p in (90, 99)),
         ):
-            if value:
-                measured[key] = round(float(value) * scale, 4)
+            value = _float(value) * scale
+            if value and math.isfinite(value):
+                measured[key] = round(value, 4)
     for name, key in (
         ("output_tokens_per_second", "output_throughput"),
         ("requests_per_second", "request_throughput"),
     ):
-        mean = _successful(metrics, name).get("mean")  # a time-weighted rate: its mean only
-        if mean:
-            measured[key] = round(float(mean), 4)
+        mean = _float(_successful(metrics, name).get("mean"))  # time-weighted: its mean only
+        if mean and math.isfinite(mean):
+            measured[key] = round(mean, 4)
     case = {
         "id": f"guidellm-{path.stem}-{i}",
         "engine": engine,

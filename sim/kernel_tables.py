@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pyarrow import ArrowException
 
-from sim.errors import UserError
+from sim.errors import UserError, shown
 from sim.layer_profiles import read_layer_profile, read_vidur_comm, read_vidur_mlp
 from sim.observations import DEVICE_GPU, DTYPES, FOLDER_GPU, frame
 
@@ -27,7 +28,11 @@ from sim.observations import DEVICE_GPU, DTYPES, FOLDER_GPU, frame
 def read_tables(path: str | Path) -> pd.DataFrame:
     """Every observation in a table file or, recursively, in a folder of them."""
     path = Path(path)
-    if not path.exists():
+    try:
+        found = path.exists()
+    except OSError:  # a name too long for the file system
+        found = False
+    if not found:
         raise UserError(f"kernel table {path} does not exist")
     if path.is_dir() and (path / "meta.yaml").is_file():
         return read_layer_profile(path)
@@ -56,10 +61,43 @@ def read_tables(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+# The columns each table's reader takes: numbers that must be > 0, numbers that may be 0
+# (optional ones end in "?"), and labels (read as text).
+_AIC_ATTENTION = ("batch_size", "num_heads", "num_key_value_heads", "head_dim", "latency")
+_AIC_MOE = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "latency")
+_AIC = {
+    "gemm_perf.parquet": (("m", "n", "k", "latency"), (), ("gemm_dtype",)),
+    "context_attention_perf.parquet": (
+        (*_AIC_ATTENTION, "isl"),
+        ("window_size?",),
+        ("op_name", "kv_cache_dtype", "kernel_source"),
+    ),
+    "generation_attention_perf.parquet": (
+        _AIC_ATTENTION,
+        ("step", "window_size?"),
+        ("op_name", "kv_cache_dtype", "kernel_source"),
+    ),
+    "moe_perf.parquet": (
+        (*_AIC_MOE, "moe_tp_size", "moe_ep_size"),
+        (),
+        ("moe_dtype", "distribution"),
+    ),
+    "custom_allreduce_perf.parquet": (
+        ("message_size", "num_gpus", "latency"),
+        (),
+        ("kernel_source",),
+    ),
+    "nccl_perf.parquet": (("message_size", "num_gpus", "latency"), (), ("op_name",)),
+}
+_VIDUR_MLP = ("num_tensor_parallel_workers", "num_tokens", "n_embd", "n_head", "n_kv_head")
+_VIDUR_MLP += ("n_expanded_embd",)
+_VIDUR_COMM = ("devices_per_node", "num_workers", "size")
+
+
 def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
     name = path.name
     try:
-        if path.suffix == ".parquet":
+        if path.suffix == ".parquet" and name in _AIC:
             readers = {
                 "gemm_perf.parquet": _aic_gemm,
                 "context_attention_perf.parquet": _aic_prefill,
@@ -68,14 +106,30 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
                 "custom_allreduce_perf.parquet": _aic_allreduce,
                 "nccl_perf.parquet": _aic_nccl,
             }
-            if name in readers:
-                return readers[name](pd.read_parquet(path), path)
-        elif name == "mlp.csv":
-            return read_vidur_mlp(pd.read_csv(path), path)
-        elif name in ("all_reduce.csv", "send_recv.csv"):
-            return read_vidur_comm(pd.read_csv(path), path)
-    except (KeyError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable kernel table ({exc})") from exc
+            df = _checked(pd.read_parquet(path), path, *_AIC[name])
+            return readers[name](df, path)
+        if name == "mlp.csv":
+            df = pd.read_csv(path)
+            times = [
+                c for c in df.columns if str(c).startswith("time_stats.") and c.endswith(".median")
+            ]
+            if not times:
+                raise UserError(f"{path}: no time_stats.*.median columns; not a Vidur mlp.csv")
+            df = _checked(df, path, (*_VIDUR_MLP, *times), (), ())
+            df["use_gated_mlp"] = _flags(df, path, "use_gated_mlp")
+            return read_vidur_mlp(df, path)
+        if name in ("all_reduce.csv", "send_recv.csv"):
+            kind = name.removesuffix(".csv")
+            df = _checked(
+                pd.read_csv(path), path, (*_VIDUR_COMM, f"time_stats.{kind}.median"), (), ()
+            )
+            return read_vidur_comm(df, path)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text; save the table as UTF-8") from exc
+    except (KeyError, ValueError, TypeError, OSError, ArrowException) as exc:
+        why = str(exc).replace(f"'{path}'", "").splitlines()[0][:100] if str(exc) else ""
+        why = why or exc.__class__.__name__
+        raise UserError(f"{path}: not a readable kernel table ({why})") from exc
     if strict:
         raise UserError(
             f"{path}: unsupported kernel table; supported: gemm_perf / context_attention_perf / "
@@ -85,10 +139,70 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
     return None
 
 
+def _checked(df: pd.DataFrame, path: Path, positive, nonneg, labels) -> pd.DataFrame:
+    """The table with its numeric columns as finite floats (> 0, or >= 0) and its labels as
+    text; a missing column or a bad value names the column and the row."""
+    df = df.copy()
+    specs = [(c, True) for c in positive] + [(c, False) for c in nonneg]
+    specs += [(c, None) for c in labels]
+    for col, strictly_positive in specs:
+        optional = col.endswith("?")
+        col = col.removesuffix("?")
+        if col not in df.columns:
+            if optional:
+                continue
+            raise UserError(f"{path}: no column {col!r}; a {path.name} table needs it")
+        if strictly_positive is None:
+            df[col] = df[col].map(str)
+            continue
+        if df[col].dtype.kind in "iuf":  # int, unsigned, float columns
+            values = df[col].to_numpy(dtype=float, na_value=np.nan)
+        else:
+            values = np.array([_number(v) for v in df[col]], dtype=float)
+        bad = ~np.isfinite(values) | (values <= 0 if strictly_positive else values < 0)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise UserError(
+                f"{path}: column {col} is {shown(df[col].iloc[row])} in row {row}; "
+                f"expected a finite number {'> 0' if strictly_positive else '>= 0'}"
+            )
+        df[col] = values
+    return df
+
+
+def _flags(df: pd.DataFrame, path: Path, col: str) -> np.ndarray:
+    words = {True: True, False: False, "True": True, "False": False, "true": True}
+    words |= {"false": False, 1: True, 0: False}
+    if col not in df.columns:
+        raise UserError(f"{path}: no column {col!r}; a {path.name} table needs it")
+    out = []
+    for row, v in enumerate(df[col]):
+        key = v.item() if isinstance(v, np.generic) else v
+        if not isinstance(key, (bool, int, float, str)) or key not in words:
+            raise UserError(
+                f"{path}: column {col} is {shown(v)} in row {row}; expected True or False"
+            )
+        out.append(words[key])
+    return np.array(out, dtype=bool)
+
+
+def _number(value) -> float:
+    """A cell as a float; NaN where it is not a number."""
+    if isinstance(value, bool | np.bool_ | str | bytes):
+        return np.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+    except OverflowError:  # an integer beyond float's range
+        return np.inf
+
+
 def _aic_common(df: pd.DataFrame, path: Path) -> dict:
     """family (framework@version), gpu and source of an aiconfigurator table."""
     first = df.iloc[0] if len(df) else {}
-    framework = str(first.get("framework", path.parents[1].name)).lower()
+    engine_folder = path.parents[1].name if len(path.parents) > 1 else ""
+    framework = str(first.get("framework", engine_folder)).lower()
     version = path.parent.name  # the release folder (rows may carry a dev build string)
     device = str(first.get("device", ""))
     folder = path.parents[3].name if len(path.parents) > 3 else ""

@@ -155,10 +155,11 @@ def with_long_request(background: Workload | None, arrival_s: float, prompt: int
         return w, 0
     b = background
     k = int(np.searchsorted(b.arrival_s, arrival_s, side="right"))
-    start = int(b.content_ids.max(initial=0)) + 1
+    every = b.ids
+    start = int(every.max(initial=0)) + 1
     long_ids = np.arange(start, start + need, dtype=np.int64)
     lo = b.content_offsets[k]
-    ids = np.concatenate([b.content_ids[:lo], long_ids, b.content_ids[lo:]])
+    ids = np.concatenate([every[:lo], long_ids, every[lo:]])
     lengths = np.diff(b.content_offsets)
     lengths = np.insert(lengths, k, need)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -170,6 +171,7 @@ def with_long_request(background: Workload | None, arrival_s: float, prompt: int
         output_len=np.insert(b.output_len, k, output),
         content_ids=ids,
         content_offsets=offsets,
+        fresh_ids=False,
         priority=None if b.priority is None else np.insert(b.priority, k, 0),
         first_private=None if b.first_private is None else first_private_ids(ids, offsets),
         description=f"{b.description}; plus one of {prompt:,} prompt tokens at {arrival_s:g} s",

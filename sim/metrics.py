@@ -19,6 +19,7 @@ from sim.request import Status
 from sim.scheduler import StepPlan
 
 PERCENTILES = (50, 90, 99)
+STEP_CHUNK_ROWS = 1 << 16  # steps per row group when a run streams its steps
 STEP_COLUMNS = {
     "replica": "q",
     "start_s": "d",
@@ -36,13 +37,20 @@ STEP_COLUMNS = {
 
 
 class StepLog:
-    """One row per engine step, in columns of typed arrays (cheap to append)."""
+    """One row per engine step, in columns of typed arrays (cheap to append).
 
-    def __init__(self):
+    With a `sink` (sim.outputs.ParquetChunks) every `chunk_rows` rows are written out as a
+    row group and dropped, keeping only the running totals the summary needs: a run of any
+    length then holds at most one chunk of steps in memory."""
+
+    def __init__(self, sink=None, chunk_rows: int | None = None):
         self.columns = {name: array(code) for name, code in STEP_COLUMNS.items()}
+        self.sink = sink
+        self.chunk_rows = chunk_rows or STEP_CHUNK_ROWS
+        self.flushed: list[dict] = []  # step_totals() of each chunk written out
 
     def __len__(self) -> int:
-        return len(self.columns["start_s"])
+        return len(self.columns["start_s"]) + sum(t["steps"] for t in self.flushed)
 
     def record(
         self, replica, start_s, duration_s, cost, plan: StepPlan, kv_blocks_used, running, waiting
@@ -60,6 +68,8 @@ class StepLog:
         c["num_running"].append(running)
         c["num_waiting"].append(waiting)
         c["num_preempted"].append(plan.num_preempted)
+        if self.sink is not None and len(c["start_s"]) >= self.chunk_rows:
+            self.flush()
 
     def record_run(self, replica, start_s, duration_s, rows: dict, running, waiting) -> None:
         """Rows for a fast-forwarded run of steps: start and duration arrays, and per step
@@ -79,11 +89,65 @@ class StepLog:
         c["num_running"].extend([running] * n)
         c["num_waiting"].extend([waiting] * n)
         c["num_preempted"].extend([0] * n)
+        if self.sink is not None and len(c["start_s"]) >= self.chunk_rows:
+            self.flush()
 
     def frame(self) -> pd.DataFrame:
+        """The steps held in memory (every step when nothing was streamed out)."""
         return pd.DataFrame(
             {name: np.frombuffer(col, dtype=col.typecode) for name, col in self.columns.items()}
         )
+
+    def flush(self) -> None:
+        """Write the steps held to the sink and drop them, keeping their totals."""
+        chunk = self.frame()
+        self.flushed.append(step_totals(chunk))
+        self.sink.write(chunk)
+        self.columns = {name: array(code) for name, code in STEP_COLUMNS.items()}
+
+    def close(self) -> None:
+        """Streamed: write what is left and finish the file."""
+        if len(self.columns["start_s"]):
+            self.flush()
+        self.sink.close(self.frame())
+
+    def figures(self, num_blocks: int) -> dict:
+        """Simulator-side figures of every step: count, preemptions, KV usage, batch size."""
+        parts = [*self.flushed, step_totals(self.frame())]
+        total = {k: sum(p[k] for p in parts) for k in ("steps", "preemptions", "batch_sum")}
+        usable = max(num_blocks - 1, 1)
+        weights = sum(p["duration_sum"] for p in parts)
+        n = total["steps"]
+        return {
+            "steps": n,
+            "preemptions": total["preemptions"],
+            "kv_usage_peak": max(p["kv_peak"] for p in parts) / usable,
+            "kv_usage_mean": (
+                sum(p["kv_weighted"] for p in parts) / usable / weights if weights > 0 else 0.0
+            ),
+            "mean_batch_size": total["batch_sum"] / n if n else 0.0,
+            "sim_time_s": max(p["end_max"] for p in parts),
+        }
+
+
+def step_totals(steps: pd.DataFrame) -> dict:
+    """Sums and maxima of a block of steps, from which StepLog.figures combines a whole run."""
+    if not len(steps):
+        return dict.fromkeys(
+            ("steps", "preemptions", "batch_sum", "kv_peak", "kv_weighted", "duration_sum",
+             "end_max"), 0
+        )  # fmt: skip
+    used = steps["kv_blocks_used"].to_numpy()
+    weights = steps["duration_s"].to_numpy()
+    return {
+        "steps": len(steps),
+        "preemptions": int(steps["num_preempted"].sum()),
+        "batch_sum": float(steps["batch_size"].sum()),
+        "kv_peak": int(used.max()),
+        "kv_weighted": float(np.multiply(used, weights).sum()),
+        "duration_sum": float(weights.sum()),
+        "end_max": float((steps["start_s"] + steps["duration_s"]).max()),
+    }
 
 
 def requests_frame(records: RequestRecords, priority: np.ndarray | None = None) -> pd.DataFrame:
@@ -177,7 +241,7 @@ def goodput(requests: pd.DataFrame, duration: float, targets: dict[str, float]) 
     (0 for a one-token answer, as vllm bench counts it) and E2EL are each at most the target
     set for it (ms); `request_goodput` is good requests per second of the run's duration.
     Beside it, the share of finished requests meeting each target and all of them."""
-    done = requests[requests["status"] == Status.FINISHED.value]
+    done = requests.loc[requests["status"] == Status.FINISHED.value, ["ttft_s", "tpot_s", "e2el_s"]]
     values = {
         "ttft": done["ttft_s"].to_numpy(dtype=np.float64) * 1e3,
         "tpot": done["tpot_s"].fillna(0.0).to_numpy(dtype=np.float64) * 1e3,
@@ -196,7 +260,16 @@ def goodput(requests: pd.DataFrame, duration: float, targets: dict[str, float]) 
 
 def bench_summary(requests: pd.DataFrame, itl: tuple[np.ndarray, np.ndarray]) -> dict:
     """The scalar fields of a `vllm bench serve --save-result` file, from a simulated run."""
-    done = requests[requests["status"] == Status.FINISHED.value]
+    needed = [
+        "arrival_s",
+        "finish_s",
+        "prompt_tokens",
+        "output_tokens",
+        "ttft_s",
+        "tpot_s",
+        "e2el_s",
+    ]
+    done = requests.loc[requests["status"] == Status.FINISHED.value, needed]  # not every column
     duration = float(done["finish_s"].max() - requests["arrival_s"].min()) if len(done) else 0.0
     total_in = int(done["prompt_tokens"].sum())
     total_out = int(done["output_tokens"].sum())
@@ -221,19 +294,17 @@ def bench_summary(requests: pd.DataFrame, itl: tuple[np.ndarray, np.ndarray]) ->
     return out
 
 
-def sim_figures(steps: pd.DataFrame, requests: pd.DataFrame, num_blocks: int) -> dict:
+def sim_figures(steps: StepLog, requests: pd.DataFrame, num_blocks: int) -> dict:
     """Simulator-side figures: steps, preemptions, prefix-cache hits, KV usage."""
-    usable = max(num_blocks - 1, 1)
-    usage = steps["kv_blocks_used"].to_numpy() / usable
-    weights = steps["duration_s"].to_numpy()
-    admitted = requests[requests["first_scheduled_s"].notna()]
+    admitted = requests.loc[
+        requests["first_scheduled_s"].notna(), ["prompt_tokens", "cached_tokens"]
+    ]
     prompt = int(admitted["prompt_tokens"].sum())
+    figures = steps.figures(num_blocks)
+    hits = float(admitted["cached_tokens"].sum() / prompt) if prompt else 0.0
     return {
-        "steps": len(steps),
-        "preemptions": int(steps["num_preempted"].sum()),
-        "prefix_cache_hit_rate": float(admitted["cached_tokens"].sum() / prompt) if prompt else 0.0,
-        "kv_usage_peak": float(usage.max()) if len(usage) else 0.0,
-        "kv_usage_mean": float(np.average(usage, weights=weights)) if weights.sum() > 0 else 0.0,
-        "mean_batch_size": float(steps["batch_size"].mean()) if len(steps) else 0.0,
-        "sim_time_s": float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 0.0,
+        "steps": figures["steps"],
+        "preemptions": figures["preemptions"],
+        "prefix_cache_hit_rate": hits,
+        **{k: v for k, v in figures.items() if k not in ("steps", "preemptions")},
     }

@@ -335,7 +335,9 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
     if s.max_num_batched_tokens < s.block_size:
         bad(
             f"{n('max_num_batched_tokens')} ({s.max_num_batched_tokens}) is below "
-            f"{n('block_size')} ({s.block_size})"
+            f"{n('block_size')} ({s.block_size}): a step could not fill one KV block; raise "
+            f"engine_args.{n('max_num_batched_tokens')} to at least {s.block_size} or lower "
+            f"engine_args.{n('block_size')}"
         )
     if not 0 < s.gpu_memory_utilization <= 1:
         bad(f"{n('gpu_memory_utilization')}={s.gpu_memory_utilization}: must be in (0, 1]")

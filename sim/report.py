@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from sim.outputs import atomic_write
+from sim.overview import StepOverview
 
 GIB = 2**30
 PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
@@ -25,15 +26,19 @@ def _save(fig, path: Path) -> str:
     return path.name
 
 
+CDF_POINTS = 20_000  # a longer run's CDF is drawn through this many of its points
+
+
 def plot_latency_cdfs(requests: pd.DataFrame, path: Path) -> str:
-    done = requests[requests["status"] == "finished"]
+    done = requests.loc[requests["status"] == "finished", ["ttft_s", "tpot_s", "e2el_s"]]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, (col, label) in zip(
         axes, [("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2el_s", "E2E latency")], strict=True
     ):
         ms = np.sort(done[col].dropna().to_numpy() * 1e3)
         if len(ms):
-            ax.plot(ms, np.arange(1, len(ms) + 1) / len(ms), color="C0")
+            shown = np.unique(np.linspace(0, len(ms) - 1, min(len(ms), CDF_POINTS)).astype(int))
+            ax.plot(ms[shown], (shown + 1) / len(ms), color="C0")  # every point up to 20,000
             for p, style in ((50, ":"), (99, "--")):
                 ax.axvline(np.percentile(ms, p), color="grey", ls=style, lw=1, label=f"p{p}")
         ax.set_xlabel(f"{label} (ms)")
@@ -46,22 +51,14 @@ def plot_latency_cdfs(requests: pd.DataFrame, path: Path) -> str:
     return _save(fig, path)
 
 
-def _binned(steps: pd.DataFrame, col: str, edges: np.ndarray) -> np.ndarray:
-    end = (steps["start_s"] + steps["duration_s"]).to_numpy()
-    sums, _ = np.histogram(end, bins=edges, weights=steps[col].to_numpy())
-    return sums
-
-
-def plot_throughput_kv(steps: pd.DataFrame, num_blocks: int, path: Path) -> str:
-    end = float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 1.0
-    width = max(end / 200, 1e-3)
-    edges = np.arange(0.0, end + width, width)
+def plot_throughput_kv(view: StepOverview, num_blocks: int, path: Path) -> str:
+    edges = view.edges
+    width = edges[1] - edges[0]
     mids = (edges[:-1] + edges[1:]) / 2
+    steps = view.sample
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
-    ax1.plot(mids, _binned(steps, "decode_tokens", edges) / width, label="decode (output) tokens/s")
-    ax1.plot(
-        mids, _binned(steps, "prefill_tokens", edges) / width, label="prefill tokens/s", alpha=0.7
-    )
+    ax1.plot(mids, view.decode_tokens / width, label="decode (output) tokens/s")
+    ax1.plot(mids, view.prefill_tokens / width, label="prefill tokens/s", alpha=0.7)
     ax1.set_ylabel("tokens / s")
     ax1.legend(loc="upper right")
     ax1.grid(alpha=0.3)
@@ -71,7 +68,7 @@ def plot_throughput_kv(steps: pd.DataFrame, num_blocks: int, path: Path) -> str:
         where="post",
         lw=0.8,
     )
-    ax2.set_ylabel("KV blocks in use (%)")
+    ax2.set_ylabel("KV blocks in use (%)" + _every(view))
     ax2.set_xlabel("simulated time (s)")
     ax2.set_ylim(0, 100)
     ax2.grid(alpha=0.3)
@@ -80,8 +77,13 @@ def plot_throughput_kv(steps: pd.DataFrame, num_blocks: int, path: Path) -> str:
     return _save(fig, path)
 
 
-def plot_batch_composition(steps: pd.DataFrame, budget: int, path: Path) -> str:
+def _every(view: StepOverview) -> str:
+    return "" if view.every == 1 else f"\n(every {view.every}th step)"
+
+
+def plot_batch_composition(view: StepOverview, budget: int, path: Path) -> str:
     """Per step: requests by phase, tokens by phase (log scale), and the waiting queue."""
+    steps = view.sample
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
     t = steps["start_s"].to_numpy()
     decode = steps["decode_tokens"].to_numpy()  # one token per decoding request
@@ -109,7 +111,7 @@ def plot_batch_composition(steps: pd.DataFrame, budget: int, path: Path) -> str:
     ax3.set_xlabel("simulated time (s)")
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
-    fig.suptitle("Batch composition per step")
+    fig.suptitle("Batch composition per step" + _every(view).replace("\n", " "))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -126,11 +128,14 @@ def write_report(result, out_dir: Path) -> Path:
     cfg, sim = setup.config, s["sim"]
     plots = [
         plot_latency_cdfs(result.requests, out_dir / "latency_cdf.png"),
-        plot_throughput_kv(result.steps, setup.memory.num_blocks, out_dir / "throughput_kv.png"),
+        plot_throughput_kv(result.overview, setup.memory.num_blocks, out_dir / "throughput_kv.png"),
         plot_batch_composition(
-            result.steps, setup.settings.max_num_batched_tokens, out_dir / "batch_composition.png"
+            result.overview,
+            setup.settings.max_num_batched_tokens,
+            out_dir / "batch_composition.png",
         ),
     ]
+    c = sim["conservation"]
     headline = [
         ("completed / rejected", f"{s['completed']} / {s['failed']}"),
         ("duration (s)", f"{s['duration']:.2f}"),
@@ -138,6 +143,14 @@ def write_report(result, out_dir: Path) -> Path:
         ("output throughput (tok/s)", f"{s['output_throughput']:.1f}"),
         ("total token throughput (tok/s)", f"{s['total_token_throughput']:.1f}"),
     ]
+    if sim["stopped_at_s"] is not None:
+        headline.append(
+            (
+                "stopped by max_sim_time_s at (s)",
+                f"{sim['stopped_at_s']:.2f}: {c['in_flight_running']:,} running and "
+                f"{c['in_flight_waiting']:,} waiting in flight, {c['not_sent']:,} not yet sent",
+            )
+        )
     if "request_goodput" in s:
         slo = ", ".join(f"{k.removesuffix('_ms').upper()} <= {v:g} ms" for k, v in s["slo"].items())
         headline.append(
@@ -149,6 +162,11 @@ def write_report(result, out_dir: Path) -> Path:
         for m in ("ttft", "tpot", "itl", "e2el")
     ]
     figures = [
+        (
+            "requests: arrived = finished + rejected + in flight",
+            f"{c['arrived']:,} = {c['finished']:,} + {c['rejected']:,} + {c['in_flight']:,}"
+            + (f" ({c['not_sent']:,} not yet sent)" if c["not_sent"] else ""),
+        ),
         ("engine steps", sim["steps"]),
         ("mean batch size", f"{sim['mean_batch_size']:.1f}"),
         ("preemptions", sim["preemptions"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,8 @@ from sim.metrics import (
 )
 from sim.model import ModelSpec
 from sim.model_config import load_model
+from sim.outputs import ParquetChunks
+from sim.overview import StepOverview, of_file, of_frame
 from sim.profiles import after_memory, resolve
 from sim.records import merged
 from sim.scheduler import StepPlan
@@ -170,6 +173,13 @@ class RunResult:
     summary: dict
     itl: tuple[np.ndarray, np.ndarray]  # distinct gaps between a request's tokens, counts
     phases: pd.DataFrame | None = None  # each request's phases (sim/timeline.py), when traced
+    # streamed: every step went to steps.parquet as the run went; `steps` is then a sample
+    # of them and this the report's view (sim/overview.py)
+    streamed: StepOverview | None = None
+
+    @property
+    def overview(self) -> StepOverview:
+        return self.streamed or of_frame(self.steps)
 
     @property
     def itl_s(self) -> np.ndarray:
@@ -212,14 +222,31 @@ def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
     return replace(workload, arrival_s=arrival, description=what)
 
 
+STREAM_FROM_REQUESTS = 100_000  # output.stream=null streams the steps of runs this long
+
+
+def streams(cfg: SimConfig, num_requests: int) -> bool:
+    """Whether a run writing into a run dir streams its steps there (output.stream)."""
+    if cfg.output.stream is None:
+        return num_requests >= STREAM_FROM_REQUESTS and not cfg.trace
+    if cfg.output.stream and cfg.trace:
+        raise UserError(
+            "output.stream=true and trace=true: the timeline needs every step in memory; "
+            "trace a shorter run, or leave output.stream unset"
+        )
+    return cfg.output.stream
+
+
 def simulate(
     cfg: SimConfig,
     progress: Progress | None = None,
     setup: Setup | None = None,
     workload: Workload | None = None,
+    run_dir: Path | None = None,
 ) -> RunResult:
     """Run `cfg` (with `setup` and `workload`, when given, in place of the ones its config
-    resolves to and generates)."""
+    resolves to and generates). With `run_dir`, a long run (see streams()) writes its
+    steps.parquet there a chunk at a time as it goes."""
     started = time.perf_counter()
     setup = setup or Setup.from_config(cfg)
     if workload is None:
@@ -232,7 +259,17 @@ def simulate(
             f"the workload's {g}-token content blocks do not align with KV blocks "
             f"of {b} tokens; use a block_size that divides or is a multiple of {g}"
         )
-    log = StepLog()
+    stream = run_dir is not None and streams(cfg, len(workload))
+    log = StepLog(ParquetChunks(run_dir / "steps.parquet")) if stream else StepLog()
+    try:
+        return _run(cfg, progress, setup, workload, log, started)
+    except BaseException:
+        if stream:  # no half-written steps.parquet
+            log.sink.abort()
+        raise
+
+
+def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started) -> RunResult:
     engines = setup.engines(log)
     if cfg.trace:
         from sim.timeline import PhaseLog
@@ -250,11 +287,18 @@ def simulate(
         router=cfg.parallel.router,
         lockstep=setup.dp_lockstep,
     )
-    check_conservation(outcome, engines)
+    tally = check_conservation(outcome, engines)
     requests = requests_frame(outcome.records, workload.priority)
-    steps = log.frame()
+    streamed = None
+    if log.sink is not None:
+        log.close()
+        figures = log.figures(setup.memory.num_blocks)
+        streamed = of_file(log.sink.path, figures["steps"], figures["sim_time_s"])
+        steps = streamed.sample
+    else:
+        steps = log.frame()
     itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
-    measured = requests[requests["request_id"] >= workload.warmup]
+    measured = requests[requests["request_id"] >= workload.warmup] if workload.warmup else requests
     summary = bench_summary(measured, itl)
     if targets := cfg.slo.targets():
         summary |= goodput(measured, summary["duration"], targets)
@@ -266,7 +310,7 @@ def simulate(
             window = full.pop("window_s")
             summary |= full
     statuses = requests["status"].value_counts().to_dict()
-    summary["sim"] = sim_figures(steps, requests, setup.memory.num_blocks) | {
+    summary["sim"] = sim_figures(log, requests, setup.memory.num_blocks) | {
         "requests": len(requests),
         "warmup_requests": workload.warmup,
         "throughput_window_s": window,
@@ -276,9 +320,11 @@ def simulate(
         - int(statuses.get("finished", 0))
         - int(statuses.get("rejected", 0)),
         "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
+        "conservation": tally,
         **setup.pricing.record(),
         "workload": workload.description,
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
+        "steps_streamed": log.sink is not None,
         "wall_time_s": time.perf_counter() - started,
     }
     summary |= _bench_header(cfg, setup, workload)
@@ -290,7 +336,7 @@ def simulate(
         finish = dict(zip(requests["request_id"].tolist(), requests["finish_s"].tolist(),
                           strict=True))  # fmt: skip
         phases = phase_log.frame(finish)
-    return RunResult(setup, workload, requests, steps, summary, itl, phases)
+    return RunResult(setup, workload, requests, steps, summary, itl, phases, streamed)
 
 
 def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:

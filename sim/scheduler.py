@@ -71,6 +71,10 @@ class SchedulerBase:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def held_requests(self) -> list[Request]:
+        """Every request this scheduler holds (sent to it and not ended)."""
+        return [*self.waiting, *self.running]
+
     def add_request(self, req: Request) -> None:
         if self.priority:
             self._insert_by_priority(req)

@@ -42,6 +42,9 @@ class StaticScheduler(SchedulerBase):
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.done)
 
+    def held_requests(self) -> list[Request]:
+        return [*self.waiting, *self.running, *self.done]
+
     def schedule(self, now: float) -> StepPlan:
         if not self.running and not self.done:
             return self._new_batch(now)

@@ -40,6 +40,9 @@ class VllmV0Scheduler(SchedulerBase):
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.swapped)
 
+    def held_requests(self) -> list[Request]:
+        return [*self.waiting, *self.running, *self.swapped]
+
     def schedule(self, now: float) -> StepPlan:
         reqs: list[Request] = []
         new_tokens: list[int] = []

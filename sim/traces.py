@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from sim.errors import UserError
+from sim.config import MAX_TOKENS
+from sim.errors import UserError, shown
 
 MOONCAKE_BLOCK_TOKENS = 512
+MAX_SPAN_S = 1e9  # about 30 years
+MAX_HASH_ID = 2**62  # fresh ids are numbered on from the largest, in int64
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,11 @@ class TraceTable:
 
 def load_trace(path: str | Path) -> TraceTable:
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError:  # a name too long for the file system
+        found = False
+    if not found:
         raise UserError(f"trace file {path} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -57,29 +65,77 @@ def load_trace(path: str | Path) -> TraceTable:
     raise UserError(f"{path}: unknown trace format; expected .csv, .jsonl or .json")
 
 
+def _number(value) -> float:
+    """A cell as a float: NaN where it is not a number (bools, lists, words), +-inf beyond float."""
+    if isinstance(value, bool | np.bool_):
+        return math.nan
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    if isinstance(value, int | float | np.number):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond float's range
+            return math.inf if value > 0 else -math.inf
+    return math.nan
+
+
+def _numbers(values) -> np.ndarray:
+    kind = values.dtype if isinstance(values, pd.Series) else None
+    if kind is not None and kind.kind in "iuf":  # int, unsigned, float columns
+        return values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.array([_number(v) for v in values], dtype=np.float64)
+
+
+def _cell(values, row: int):
+    return values.iloc[row] if isinstance(values, pd.Series) else values[row]
+
+
 def _lengths(path: Path, name: str, values) -> np.ndarray:
-    arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(arr) | (arr < 1) | (arr != np.floor(arr))
-    if len(arr) == 0:
+    if len(values) == 0:
         raise UserError(f"{path}: no requests in the file")
+    arr = _numbers(values)
+    with np.errstate(invalid="ignore"):  # +inf (a number beyond float) is too long, below
+        bad = np.isnan(arr) | (arr < 1) | ((arr != np.floor(arr)) & np.isfinite(arr))
     if bad.any():
         row = int(np.argmax(bad))
         raise UserError(
-            f"{path}: {name} of request {row} is {values[row]!r}; lengths must be integers >= 1"
+            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; "
+            "lengths must be integers >= 1"
         )
-    if arr.max() > 2**31:
-        raise UserError(f"{path}: {name} up to {arr.max():.0f} tokens is not a plausible length")
+    if arr.max() > MAX_TOKENS:
+        row = int(np.argmax(arr))
+        raise UserError(
+            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; lengths must be "
+            f"at most {MAX_TOKENS} (more tokens than any model's context window)"
+        )
     return arr.astype(np.int64)
 
 
 def _times(path: Path, name: str, values, scale: float) -> np.ndarray:
-    arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
+    arr = _numbers(values)
     bad = ~np.isfinite(arr)
     if bad.any():
         row = int(np.argmax(bad))
-        raise UserError(f"{path}: {name} of request {row} is {values[row]!r}; expected a number")
-    arr = arr * scale
-    return arr - arr.min()
+        raise UserError(
+            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; expected a number"
+        )
+    return _from_zero(path, name, arr * scale)
+
+
+def _from_zero(path: Path, name: str, seconds: np.ndarray) -> np.ndarray:
+    """Times from the first arrival; a span beyond MAX_SPAN_S is a unit mix-up, not a trace."""
+    if len(seconds) == 0:
+        raise UserError(f"{path}: no requests in the file")
+    span = float(seconds.max() - seconds.min())
+    if not span <= MAX_SPAN_S:
+        raise UserError(
+            f"{path}: {name} spans {span:.3g} s; a trace spans at most {MAX_SPAN_S:.0e} s "
+            "(check the column's unit)"
+        )
+    return seconds - seconds.min()
 
 
 def _sorted(table: TraceTable) -> TraceTable:
@@ -101,42 +157,63 @@ def _sorted(table: TraceTable) -> TraceTable:
 def _csv(path: Path) -> TraceTable:
     try:
         df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from exc
+    except pd.errors.EmptyDataError as exc:
+        raise UserError(
+            f"{path}: not a readable CSV (the file is empty); it needs a header row, e.g. "
+            "TIMESTAMP,ContextTokens,GeneratedTokens"
+        ) from exc
+    except (ValueError, OverflowError) as exc:  # ParserError too
         raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from exc
     cols = set(df.columns)
     if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= cols:
-        stamps = pd.to_datetime(df["TIMESTAMP"], errors="coerce")
-        if stamps.isna().any():
-            row = int(np.argmax(stamps.isna().to_numpy()))
-            raise UserError(f"{path}: TIMESTAMP of request {row} is not a date-time")
-        seconds = (stamps - stamps.min()).dt.total_seconds().to_numpy()
         return _sorted(
             TraceTable(
                 str(path),
                 "azure2023",
-                _lengths(path, "ContextTokens", df["ContextTokens"].tolist()),
-                _lengths(path, "GeneratedTokens", df["GeneratedTokens"].tolist()),
-                arrival_s=seconds,
+                _lengths(path, "ContextTokens", df["ContextTokens"]),
+                _lengths(path, "GeneratedTokens", df["GeneratedTokens"]),
+                arrival_s=_stamps(path, df["TIMESTAMP"]),
             )
         )
     if {"num_prefill_tokens", "num_decode_tokens"} <= cols:
         arrival = None
         if "arrived_at" in cols:
-            arrival = _times(path, "arrived_at", df["arrived_at"].tolist(), 1.0)
+            arrival = _times(path, "arrived_at", df["arrived_at"], 1.0)
         return _sorted(
             TraceTable(
                 str(path),
                 "vidur",
-                _lengths(path, "num_prefill_tokens", df["num_prefill_tokens"].tolist()),
-                _lengths(path, "num_decode_tokens", df["num_decode_tokens"].tolist()),
+                _lengths(path, "num_prefill_tokens", df["num_prefill_tokens"]),
+                _lengths(path, "num_decode_tokens", df["num_decode_tokens"]),
                 arrival_s=arrival,
             )
         )
     raise UserError(
-        f"{path}: unknown CSV columns {sorted(cols)}; expected Azure 2023 "
+        f"{path}: unknown CSV columns {shown(sorted(map(str, cols)), 200)}; expected Azure 2023 "
         "(TIMESTAMP, ContextTokens, GeneratedTokens) or Vidur "
         "(arrived_at, num_prefill_tokens, num_decode_tokens)"
     )
+
+
+def _stamps(path: Path, column: pd.Series) -> np.ndarray:
+    """Azure TIMESTAMP date-times as seconds from the first (mixed time zones as UTC)."""
+    if len(column) == 0:
+        raise UserError(f"{path}: no requests in the file")
+    try:
+        with warnings.catch_warnings():  # mixed formats are parsed one by one: fine here
+            warnings.simplefilter("ignore", UserWarning)
+            stamps = pd.to_datetime(column, errors="coerce", utc=True)
+    except (ValueError, TypeError, OverflowError):
+        stamps = pd.Series(pd.NaT, index=column.index)
+    if stamps.isna().any():
+        row = int(np.argmax(stamps.isna().to_numpy()))
+        raise UserError(
+            f"{path}: TIMESTAMP of request {row} is {shown(column.iloc[row])}, not a date-time; "
+            "write e.g. 2023-11-16 18:15:46.680"
+        )
+    return _from_zero(path, "TIMESTAMP", (stamps - stamps.min()).dt.total_seconds().to_numpy())
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -146,17 +223,28 @@ def _read_jsonl(path: Path) -> list[dict]:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                row = json.loads(line)
+                row = _json(path, line, lineno)
                 if not isinstance(row, dict):
                     raise UserError(f"{path}:{lineno}: expected a JSON object per line")
                 rows.append(row)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text") from exc
+        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
     if not rows:
         raise UserError(f"{path}: no requests in the file")
     return rows
+
+
+def _json(path: Path, text: str, lineno: int = 0):
+    """One JSON document; `lineno`: the line of a JSONL file it came from (0: a whole file)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{lineno or exc.lineno}"
+        raise UserError(f"{where}: not valid JSON ({exc.msg})") from exc
+    except ValueError as exc:  # an integer of thousands of digits
+        raise UserError(f"{path}:{lineno or 1}: not valid JSON (a number too long)") from exc
+    except RecursionError as exc:
+        raise UserError(f"{path}:{lineno or 1}: not valid JSON (nested too deeply)") from exc
 
 
 def _column(path: Path, rows: list[dict], key: str) -> list:
@@ -174,9 +262,13 @@ def _jsonl(path: Path) -> TraceTable:
         if hash_ids is not None:
             for i, ids in enumerate(hash_ids):
                 if not isinstance(ids, list) or not all(
-                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids
+                    isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_HASH_ID
+                    for x in ids
                 ):
-                    raise UserError(f"{path}: hash_ids of request {i} must be a list of ints >= 0")
+                    raise UserError(
+                        f"{path}: hash_ids of request {i} is {shown(ids)}; expected a list of "
+                        "ints from 0 to 2**62"
+                    )
         return _sorted(
             TraceTable(
                 str(path),
@@ -201,7 +293,7 @@ def _jsonl(path: Path) -> TraceTable:
             )
         )
     raise UserError(
-        f"{path}: unknown JSONL fields {sorted(first)}; expected Mooncake (timestamp, "
+        f"{path}: unknown JSONL fields {shown(sorted(first), 200)}; expected Mooncake (timestamp, "
         "input_length, output_length, hash_ids) or LLMServingSim (arrival_time, input_toks, "
         "output_toks)"
     )
@@ -209,11 +301,9 @@ def _jsonl(path: Path) -> TraceTable:
 
 def _bench_json(path: Path) -> TraceTable:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+        data = _json(path, path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text") from exc
+        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
     if not isinstance(data, dict) or "input_lens" not in data or "output_lens" not in data:
         raise UserError(
             f"{path}: not a `vllm bench serve --save-result` file (needs input_lens, output_lens)"
@@ -221,20 +311,33 @@ def _bench_json(path: Path) -> TraceTable:
     inputs, outputs = data["input_lens"], data["output_lens"]
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
         raise UserError(f"{path}: input_lens and output_lens must be lists of the same length")
-    errors = data.get("errors") or [""] * len(inputs)
-    ok = [i for i, err in enumerate(errors) if not err] if len(errors) == len(inputs) else None
-    if ok is not None and len(ok) < len(inputs):  # failed requests have no real output length
+    errors = data.get("errors")
+    if errors is not None and not isinstance(errors, list):
+        raise UserError(f"{path}: errors must be a list (one entry per request) or null")
+    if errors and len(errors) == len(inputs):  # failed requests have no real output length
+        ok = [i for i, err in enumerate(errors) if not err]
         inputs, outputs = [inputs[i] for i in ok], [outputs[i] for i in ok]
-    rate = data.get("request_rate", math.inf)
-    rate = math.inf if rate in (None, "inf", "Infinity") else float(rate)
+    rate = data.get("request_rate")
+    rate = math.inf if rate in (None, "inf", "Infinity") else _number(rate)
     if not rate > 0:
-        raise UserError(f"{path}: request_rate must be > 0 (or inf), got {rate!r}")
-    burstiness = float(data.get("burstiness") or 1.0)
-    if not burstiness > 0:
-        raise UserError(f"{path}: burstiness must be > 0, got {burstiness!r}")
+        raise UserError(
+            f"{path}: request_rate is {shown(data['request_rate'])}; expected a number > 0 (or inf)"
+        )
+    burstiness = data.get("burstiness")
+    burstiness = 1.0 if burstiness is None else _number(burstiness)
+    if not 0 < burstiness < math.inf:
+        raise UserError(
+            f"{path}: burstiness is {shown(data['burstiness'])}; expected a finite number > 0"
+        )
     concurrency = data.get("max_concurrency")
-    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
-        raise UserError(f"{path}: max_concurrency must be a positive integer or null")
+    if concurrency is not None and (
+        isinstance(concurrency, bool)
+        or not isinstance(concurrency, int)
+        or not 1 <= concurrency < 2**63
+    ):
+        raise UserError(
+            f"{path}: max_concurrency is {shown(concurrency)}; expected a positive integer or null"
+        )
     return TraceTable(
         str(path),
         "bench_json",

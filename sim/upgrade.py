@@ -10,9 +10,12 @@ applies any subset of the changes to `before`; with none it is `before`, with al
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -20,6 +23,7 @@ from sim.config import UPGRADE_METRICS, SimConfig
 from sim.errors import UserError
 from sim.hardware import load_hardware
 from sim.model_config import load_model
+from sim.outputs import write_json
 from sim.profiles import resolve
 from sim.run import Setup, simulate
 from sim.settings import CATEGORY, SETTING_NAMES, Category, EngineSettings
@@ -179,30 +183,66 @@ def run_tasks(
     changes: list[Change],
     jobs: int | None = None,
     progress=None,
+    cache: Path | None = None,
 ) -> list[dict]:
     """outcome() of every task, in order, simulated `jobs` at a time (every core by default;
     joblib's worker processes, which keep their pricing tables from one run to the next).
-    `progress(done)` after each."""
+    `progress(done)` after each. With `cache` (a folder), each outcome is kept there as it
+    finishes and a task already kept is not simulated again: an interrupted run resumes."""
     from joblib import Parallel, delayed
 
     quiet = [
         (replace(c, output=replace(c.output, report=False, progress=False)), s) for c, s in tasks
     ]
-    jobs = min(jobs or os.cpu_count() or 1, max(len(tasks), 1))
-    if jobs == 1:
-        results = []
-        for c, chosen in quiet:
-            results.append(mixture_outcome(c, before, after, changes, chosen))
-            if progress:
-                progress(len(results))
-        return results
-    runner = Parallel(n_jobs=jobs, return_as="generator")
-    results = []
-    for r in runner(delayed(mixture_outcome)(c, before, after, changes, s) for c, s in quiet):
-        results.append(r)
+    keys = [task_key(c, s, before, after, changes) for c, s in quiet] if cache else []
+    results: dict[int, dict] = {}
+    for i, key in enumerate(keys):
+        if (kept := _kept(cache / f"{key}.json")) is not None:
+            results[i] = kept
+    todo = [i for i in range(len(quiet)) if i not in results]
+
+    def done(i: int, outcome: dict) -> None:
+        results[i] = outcome
+        if cache:
+            write_json(cache / f"{keys[i]}.json", outcome)
         if progress:
             progress(len(results))
-    return results
+
+    if results and progress:
+        progress(len(results))
+    jobs = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
+    if jobs == 1:
+        for i in todo:
+            c, chosen = quiet[i]
+            done(i, mixture_outcome(c, before, after, changes, chosen))
+    else:
+        runner = Parallel(n_jobs=jobs, return_as="generator")
+        calls = (delayed(mixture_outcome)(*quiet[i][:1], before, after, changes, quiet[i][1])
+                 for i in todo)  # fmt: skip
+        for i, r in zip(todo, runner(calls), strict=True):
+            done(i, r)
+    return [results[i] for i in range(len(quiet))]
+
+
+def task_key(cfg: SimConfig, chosen, before, after, changes: list[Change]) -> str:
+    """A digest of everything one mixture's outcome depends on."""
+    what = {
+        "config": asdict(cfg),
+        "chosen": list(chosen),
+        "before": before.as_mapping(),
+        "after": after.as_mapping(),
+        "changes": [repr(c) for c in changes],
+    }
+    text = json.dumps(what, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _kept(path: Path) -> dict | None:
+    """A kept outcome, or None when there is none (or it cannot be read: then it is rerun)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def run_mixtures(
@@ -283,6 +323,7 @@ def attribute(
     headline: str = "auto",
     jobs: int | None = None,
     progress=None,
+    cache: Path | None = None,
 ) -> Attribution:
     """Attribute the change from `before` to `after` to the `changes`, on cfg's workload drawn
     with each seed (every mixture of one seed sees the same arrivals and lengths):
@@ -296,7 +337,7 @@ def attribute(
     4. a minimal set by delta debugging on the first seed's headline metric.
 
     Every distinct (seed, subset) is simulated once; each stage's runs go out in parallel.
-    `progress(done, total)` as runs finish."""
+    `progress(done, total)` as runs finish; `cache`: see run_tasks."""
     from sim.attribution import Memo, minimal_set, one_at_a_time, random_orders, shapley
 
     n = len(changes)
@@ -317,7 +358,9 @@ def attribute(
                 progress(done0 + k, planned[0])
 
         tasks = [(replace(cfg, seed=seed), tuple(sorted(s))) for seed, s in todo]
-        for key, r in zip(todo, run_tasks(tasks, before, after, changes, jobs, tick), strict=True):
+        for key, r in zip(
+            todo, run_tasks(tasks, before, after, changes, jobs, tick, cache), strict=True
+        ):
             runs[key] = r
 
     by_cat: dict[str, frozenset[int]] = {}

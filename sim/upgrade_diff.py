@@ -80,7 +80,7 @@ def _args(common, side) -> dict:
 
 def load_recorded(path: str, what: str) -> Recorded:
     """A run dir (its summary.json) or a vllm bench serve result JSON."""
-    from sim.validate import bench_metrics
+    from sim.bench_results import bench_metrics
 
     p = Path(path).expanduser()
     if p.is_dir():
@@ -329,7 +329,7 @@ def _open_loop(w, rate: float):
     return replace(w, kind=kind, rate=rate, concurrency=None)
 
 
-def capacity_rps(plan: Plan, jobs, progress=None) -> float:
+def capacity_rps(plan: Plan, jobs, progress=None, cache: Path | None = None) -> float:
     """The before version's saturated request throughput: every request queued at t=0."""
     w = plan.cfg.workload
     burst = replace(w, kind="burst", rate=None, concurrency=None)
@@ -338,16 +338,16 @@ def capacity_rps(plan: Plan, jobs, progress=None) -> float:
     if w.kind == "bench_json":
         burst = replace(w, rate=float("inf"), concurrency=None)
     cfg = replace(plan.cfg, workload=burst)
-    (out,) = run_tasks([(cfg, ())], plan.before, plan.after, plan.changes, 1, progress)
+    (out,) = run_tasks([(cfg, ())], plan.before, plan.after, plan.changes, 1, progress, cache)
     return out["request_throughput"]
 
 
-def load_sweep(plan: Plan, factors, jobs, progress=None) -> dict:
+def load_sweep(plan: Plan, factors, jobs, progress=None, cache: Path | None = None) -> dict:
     """Before and after (seed of the first attribution seed) at each load."""
     what, points = load_points(plan, factors)
     capacity = None
     if what == "rate":
-        capacity = capacity_rps(plan, jobs)
+        capacity = capacity_rps(plan, jobs, cache=cache)
         for p in points:
             p["rate"] = round(capacity * p["factor"], 4)
     tasks = []
@@ -357,7 +357,7 @@ def load_sweep(plan: Plan, factors, jobs, progress=None) -> dict:
         w = _open_loop(w, p["rate"]) if what == "rate" else replace(w, concurrency=p["concurrency"])
         cfg = replace(plan.cfg, workload=w)
         tasks += [(cfg, ()), (cfg, everything)]
-    out = run_tasks(tasks, plan.before, plan.after, plan.changes, jobs, progress)
+    out = run_tasks(tasks, plan.before, plan.after, plan.changes, jobs, progress, cache)
     rows = []
     for k, p in enumerate(points):
         b, a = out[2 * k], out[2 * k + 1]
@@ -391,8 +391,10 @@ def appears_at(sweep: dict, metric: str) -> dict | None:
 
 
 # ---- the whole scenario ------------------------------------------------------------------------
-def run_upgrade_diff(cfg: SimConfig, progress=None) -> dict:
-    """Plan, attribute, sweep; the summary (report and plots are written by the caller)."""
+def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -> dict:
+    """Plan, attribute, sweep; the summary (report and plots are written by the caller).
+    With `cache` (a folder), every simulation's outcome is kept there and a rerun into the
+    same folder reuses them: an interrupted upgrade_diff resumes where it stopped."""
     started = time.perf_counter()
     plan = make_plan(cfg)
     up = cfg.upgrade
@@ -412,6 +414,7 @@ def run_upgrade_diff(cfg: SimConfig, progress=None) -> dict:
         up.headline,
         up.jobs,
         tick,
+        cache,
     )
     simulations = result.simulations_run
     sweep = None
@@ -421,7 +424,7 @@ def run_upgrade_diff(cfg: SimConfig, progress=None) -> dict:
         def tick2(k):
             tick(simulations + k, simulations + n_sweep)
 
-        sweep = load_sweep(plan, up.loads, up.jobs, tick2)
+        sweep = load_sweep(plan, up.loads, up.jobs, tick2, cache)
         simulations += sweep["simulations"]
     return summarize(plan, result, sweep, simulations, time.perf_counter() - started)
 

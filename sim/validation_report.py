@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.cases import Case
 from sim.html_report import write_report
 from sim.outputs import atomic_write, write_json
 from sim.report import _save, plt
-from sim.validate import SLICES, Case, likely_causes, rows, summarize
+from sim.validate import SLICES, likely_causes, rows, summarize
 
 CSV_COLUMNS = ("case", "metric", "measured", "predicted", "error_pct")
 BAND = 0.10  # the +-10% band drawn around y = x

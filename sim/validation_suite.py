@@ -343,8 +343,9 @@ def main(argv=None) -> int:
         help="skip re-running the vLLM silicon rows with their clients spread evenly",
     )
     args = ap.parse_args(argv)
+    from sim.cases import load_cases
     from sim.config import SimConfig
-    from sim.validate import load_cases, run_all
+    from sim.validate import run_all
     from sim.validation_report import write_validation
 
     out = Path(args.out)

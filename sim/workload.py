@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.config import WorkloadConfig
+from sim.config import MAX_TOKENS, WorkloadConfig
 from sim.errors import UserError
 from sim.request import Request
 from sim.traces import TraceTable, load_trace
@@ -26,7 +26,8 @@ class Workload:
     arrival_s: np.ndarray  # float64, non-decreasing: when each request is ready to send
     prompt_len: np.ndarray  # int64
     output_len: np.ndarray  # int64
-    content_ids: np.ndarray  # int64, flat; request i owns [offsets[i], offsets[i+1])
+    content_ids: np.ndarray  # int64, flat; request i owns [offsets[i], offsets[i+1]); empty
+    # when fresh_ids (see `ids`)
     content_offsets: np.ndarray  # int64, len n + 1
     content_block_tokens: int
     concurrency: int | None  # at most this many requests in flight (a closed loop when set)
@@ -36,18 +37,29 @@ class Workload:
     # per request, the index of its first content id no other request has (its length when
     # every id is shared); None: not worked out, every block treated as shareable
     first_private: np.ndarray | None = None
+    # Nothing is shared: request i's ids are 1 + [offsets[i], offsets[i+1]), not stored (a
+    # million-request workload would otherwise hold tens of millions of ids)
+    fresh_ids: bool = False
 
     def __len__(self) -> int:
         return len(self.prompt_len)
 
+    @property
+    def ids(self) -> np.ndarray:
+        """Every request's content ids, flat (materialised when fresh_ids)."""
+        if self.fresh_ids:
+            return np.arange(1, 1 + self.content_offsets[-1], dtype=np.int64)
+        return self.content_ids
+
     def request(self, i: int) -> Request:
-        lo, hi = self.content_offsets[i], self.content_offsets[i + 1]
+        lo, hi = int(self.content_offsets[i]), int(self.content_offsets[i + 1])
+        ids = list(range(1 + lo, 1 + hi)) if self.fresh_ids else self.content_ids[lo:hi].tolist()
         return Request(
             request_id=i,
             arrival_s=float(self.arrival_s[i]),
             prompt_len=int(self.prompt_len[i]),
             max_output_len=int(self.output_len[i]),
-            content_ids=self.content_ids[lo:hi].tolist(),
+            content_ids=ids,
             content_block_tokens=self.content_block_tokens,
             priority=0 if self.priority is None else int(self.priority[i]),
             first_private_id=(
@@ -64,6 +76,7 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
     arrival, concurrency, what = _arrivals(cfg, table, n, rng)
     prompt, output, hashes = _lengths(cfg, table, n, rng)
     ids, offsets, block = _content(cfg, prompt, output, hashes, rng)
+    fresh = ids is None  # nothing shared: every id new, none stored
     desc = (
         f"{n} requests, {what}, prompt mean {prompt.mean():.0f} / output mean {output.mean():.0f}"
     )
@@ -82,14 +95,15 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
         arrival,
         prompt,
         output,
-        ids,
+        np.zeros(0, dtype=np.int64) if fresh else ids,
         offsets,
         block,
         concurrency,
         desc,
         priority,
         cfg.warmup_requests,
-        first_private_ids(ids, offsets),
+        np.zeros(n, dtype=np.int64) if fresh else first_private_ids(ids, offsets),
+        fresh,
     )
 
 
@@ -200,11 +214,13 @@ def _draw(cfg: WorkloadConfig, mean: int, sigma: float, n: int, rng) -> np.ndarr
         case _:  # lognormal with the given mean
             mu = math.log(mean) - sigma**2 / 2
             draws = np.rint(rng.lognormal(mu, sigma, size=n))
-            return np.clip(draws, 1, cfg.max_len_factor * mean).astype(np.int64)
+            top = min(cfg.max_len_factor * mean, MAX_TOKENS)  # no draw beyond any context
+            return np.clip(draws, 1, top).astype(np.int64)
 
 
 def _content(cfg: WorkloadConfig, prompt, output, hashes, rng):
-    """Content ids covering each request's prompt and output; returns (ids, offsets, block).
+    """Content ids covering each request's prompt and output; returns (ids, offsets, block),
+    ids None when nothing is shared (request i's are then 1 + [offsets[i], offsets[i+1])).
 
     A shared system prompt or the previous turn of a session is put before the drawn input,
     so `prompt` grows by that many tokens here.
@@ -234,7 +250,7 @@ def _content(cfg: WorkloadConfig, prompt, output, hashes, rng):
         need = -(-(prompt + output) // block)
         offsets = np.zeros(n + 1, dtype=np.int64)
         offsets[1:] = np.cumsum(need)
-        return np.arange(next_id, next_id + offsets[-1], dtype=np.int64), offsets, block
+        return None, offsets, block  # ids next_id + [offsets[i], offsets[i+1]), next_id = 1
     width = cfg.concurrent_sessions
     window = width * cfg.turns_per_session
     last_turn: dict[int, tuple[list[int], int]] = {}  # session -> (ids, tokens of prompt+output)

@@ -85,3 +85,24 @@ def run_plain(cfg: SimConfig, check_every_step: bool = False):
 
         engine.advance = checked
     return run_loop(workload, engine), engine, workload
+
+
+def run_task_into(out: Path, monkeypatch, overrides) -> dict:
+    """`python -m sim OVERRIDES hydra.run.dir=OUT` in this process: sim.__main__.run_task on
+    the composed config, with what it reads of HydraConfig stubbed to a single run into out."""
+    from hydra.types import RunMode
+
+    from sim.__main__ import run_task
+    from sim.cli import compose_config
+
+    cfg = compose_config(list(overrides))
+
+    class _Runtime:
+        output_dir = str(out)
+
+    class _Hydra:
+        runtime = _Runtime()
+        mode = RunMode.RUN
+
+    monkeypatch.setattr("sim.__main__.HydraConfig.get", lambda: _Hydra())
+    return run_task(cfg)

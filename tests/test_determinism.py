@@ -4,26 +4,12 @@ from __future__ import annotations
 
 import json
 
-from hydra.types import RunMode
-
-from sim.__main__ import run_task
-from sim.cli import compose_config
-from tests.conftest import RUN_FILES
+from tests.conftest import RUN_FILES, run_task_into
 
 
 def _run(tmp_path, name, monkeypatch, *overrides):
     out = tmp_path / name
-    cfg = compose_config(["workload.num_requests=150", *overrides])
-
-    class _Runtime:
-        output_dir = str(out)
-
-    class _Hydra:  # what run_task reads of HydraConfig: a single run into `out`
-        runtime = _Runtime()
-        mode = RunMode.RUN
-
-    monkeypatch.setattr("sim.__main__.HydraConfig.get", lambda: _Hydra())
-    run_task(cfg)
+    run_task_into(out, monkeypatch, ["workload.num_requests=150", *overrides])
     return out
 
 

@@ -257,4 +257,4 @@ def test_co_tenants_are_the_same_requests_with_and_without():
     assert lengths[k] == -(-5004 // 16) and list(np.delete(lengths, k)) == [8, 8, 8, 8]
     # the long request's content is its own
     own = mixed.content_ids[mixed.content_offsets[k] : mixed.content_offsets[k + 1]]
-    assert not set(own) & set(w.content_ids)
+    assert not set(own) & set(w.ids)

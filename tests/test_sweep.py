@@ -101,7 +101,8 @@ def test_interrupted_sweep_resumes(tmp_path):
 
 def test_ray_launcher_on_a_local_cluster(tmp_path):
     """A 2-point sweep through hydra/launcher=ray, on a Ray head this test starts, addressed
-    as an existing cluster would be (hydra.launcher.ray.init.address)."""
+    as an existing cluster would be (hydra.launcher.ray.init.address); the same sweep in one
+    process (Hydra's basic launcher) and under joblib writes byte-identical outputs."""
     import shutil
     import socket
 
@@ -131,18 +132,21 @@ def test_ray_launcher_on_a_local_cluster(tmp_path):
     table = pd.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert list(table["max_num_batched_tokens"]) == [1024, 2048]
     assert (table["completed"] == 20).all()
-    # the same runs under joblib give the same numbers (the seed, not the launcher, decides)
-    local = tmp_path / "local"
-    subprocess.run(
-        [*cmd[:4], "hydra/launcher=joblib", f"hydra.sweep.dir={local}", *cmd[8:]],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    for k in ("0", "1"):
-        a = json.loads((tmp_path / "sweep" / k / "summary.json").read_text())
-        b = json.loads((local / k / "summary.json").read_text())
-        for s in (a, b):
-            s["sim"].pop("wall_time_s")
-        assert a == b
+    # the same runs in one process and under joblib: the seed, not the launcher, decides
+    for launcher in ("basic", "joblib"):
+        subprocess.run(
+            [*cmd[:4], f"hydra/launcher={launcher}", f"hydra.sweep.dir={tmp_path / launcher}",
+             *cmd[8:]],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        for k in ("0", "1"):
+            ray_run, run = tmp_path / "sweep" / k, tmp_path / launcher / k
+            for name in ("requests.parquet", "steps.parquet"):
+                assert (ray_run / name).read_bytes() == (run / name).read_bytes(), (launcher, k)
+            a, b = (json.loads((d / "summary.json").read_text()) for d in (ray_run, run))
+            for s in (a, b):
+                s["sim"].pop("wall_time_s")
+            assert a == b, (launcher, k)
 
 
 def test_sweep_size_and_progress(tmp_path):

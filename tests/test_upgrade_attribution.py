@@ -28,7 +28,7 @@ def _game(weights, pair=(0, 1), interaction=0.0, seed_scale=None):
     `pair` are applied (times a per-seed factor, to give the seeds a spread)."""
     calls = []
 
-    def fake(tasks, before, after, changes, jobs=None, progress=None):
+    def fake(tasks, before, after, changes, jobs=None, progress=None, cache=None):
         out = []
         for cfg, chosen in tasks:
             calls.append((cfg.seed, frozenset(chosen)))

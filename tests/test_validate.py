@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
+from sim.cases import load_cases
 from sim.errors import UserError
 from sim.importers import catalogue_model, guidellm, llmservingsim, silicon
 from sim.run import simulate
-from sim.validate import load_cases, rows, run_all
+from sim.validate import rows, run_all
 from tests.conftest import config, shared_data
 from tests.test_cli import sim
 
