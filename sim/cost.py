@@ -61,6 +61,7 @@ class StepCost:
     swap_s: float = 0.0  # KV swapped over PCIe (vLLM V0 swap preemption)
     p2p_s: float = 0.0  # one activation send between pipeline stages
     pp: int = 1
+    draft_s: float = 0.0  # speculative decoding: the proposer's passes (sim/speculative.py)
 
     @property
     def gpu_s(self) -> float:
@@ -73,6 +74,7 @@ class StepCost:
             + self.allreduce_s
             + self.lm_head_s
             + self.launch_s
+            + self.draft_s
         )
 
     @property
@@ -149,6 +151,13 @@ class CostModel:
         self._memo: dict[int, tuple[float, float, float, float]] = {}  # by token count
         self._lm_head: dict[int, float] = {}  # by batch size
         self._decode_base: dict[int, StepCost] = {}  # see decode_run
+        self.draft_model = None  # speculative_method=draft_model: the draft's CostModel
+        if settings.speculative_method == "draft_model":
+            from sim.model_config import load_model
+
+            draft = load_model(settings.speculative_model)
+            self.draft_model = CostModel(draft, replace(settings, speculative_method="none"),
+                                         tp, weight_dtype, pricer, prior)  # fmt: skip
 
     def _terms(self, layer: Layer, count: int) -> _LayerTerms:
         m, tp, h = self.model, self.tp, self.model.hidden_size
@@ -218,9 +227,14 @@ class CostModel:
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
     def step_cost(self, plan: StepPlan) -> StepCost:
-        cost = self.batch_cost(
-            plan.num_new_tokens, plan.num_context_tokens, plan.batch_size, plan.padding_context
-        )
+        if plan.spec_drafts:  # speculative decoding's verify pass
+            from sim.speculative import verify_cost
+
+            cost = verify_cost(self, plan)
+        else:
+            cost = self.batch_cost(
+                plan.num_new_tokens, plan.num_context_tokens, plan.batch_size, plan.padding_context
+            )
         if plan.swap_bytes:
             return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
         return cost
@@ -263,10 +277,10 @@ class CostModel:
         linear, moe, elementwise, allreduce = self._memo[t]
         lm_head = self._lm_head.get(batch)
         if lm_head is None:
-            lm_head = self._lm_head[batch] = self._lm_head_s(batch)
+            lm_head = self._lm_head[batch] = self.lm_head_s(batch)
         return linear, moe, elementwise, lm_head, allreduce
 
-    def _lm_head_s(self, batch: int) -> float:
+    def lm_head_s(self, batch: int) -> float:
         vocab, h = self.model.vocab_size, self.model.hidden_size
         lm_head = (
             float(self.pricer.gemm_s(batch, vocab / self.tp, h, "bf16").sum()) if batch else 0.0
@@ -311,15 +325,20 @@ class CostModel:
             allreduce += moe_layers * float(pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep))
         return linear, moe, elementwise, allreduce
 
-    def cost(self, pre_q, pre_c, dec_c, cpu_batch: int | None = None) -> StepCost:
+    def cost(
+        self, pre_q, pre_c, dec_c, cpu_batch: int | None = None, extra_tokens: int = 0
+    ) -> StepCost:
         """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached),
-        each a list or int array; the CPU time counts `cpu_batch` sequences (default: all)."""
+        each a list or int array; the CPU time counts `cpu_batch` sequences (default: all);
+        `extra_tokens` more tokens through the linear layers (drafts verified by decodes)."""
         pre_q, pre_c, dec_c = (
             x.tolist() if isinstance(x, np.ndarray) else list(x) for x in (pre_q, pre_c, dec_c)
         )
         batch = len(pre_q) + len(dec_c)
         prefill_tokens = sum(pre_q)
-        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
+        launch, t = self._launch_s(
+            prefill_tokens + len(dec_c) + extra_tokens, decode_only=not pre_q
+        )
         linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))

@@ -10,6 +10,8 @@ applies it when it leaves the last stage, and up to pp micro-batches are in flig
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.cost import CostModel, StepCost
 from sim.fast_forward import fast_forward
 from sim.kv_cache import KVCacheManager
@@ -22,6 +24,7 @@ from sim.scheduler_teaching import OrcaScheduler, StaticScheduler
 from sim.scheduler_trtllm import TrtllmScheduler
 from sim.scheduler_v0 import VllmV0Scheduler
 from sim.settings import EngineSettings
+from sim.speculative import drafts_per_step
 
 SCHEDULERS: dict[str, type[SchedulerBase]] = {
     "vllm_v0": VllmV0Scheduler,
@@ -44,17 +47,21 @@ class Engine:
         replica: int = 0,
         pp: int = 1,
         fast_forward: bool = True,
+        seed: int = 0,
     ):
         assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in run.check_parallel
         kv = KVCacheManager(memory.num_blocks, memory.block_size, settings.enable_prefix_caching)
         self.scheduler = SCHEDULERS[settings.scheduler](settings, kv, memory.bytes_per_block)
+        if drafts_per_step(settings):  # draft acceptance, drawn per replica
+            self.scheduler.spec_rng = np.random.default_rng([seed, replica])
         self.kv = kv
         self.cost = cost
         self.steps = steps
         self.replica = replica
         self.pp = pp
         self.max_model_len = settings.max_model_len
-        self.fast_forward = fast_forward and pp == 1
+        # fast-forward replays one token a step: not with speculative decoding
+        self.fast_forward = fast_forward and pp == 1 and not drafts_per_step(settings)
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
         self.phases = None  # a sim.timeline.PhaseLog when each request's phases are recorded
 

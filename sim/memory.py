@@ -152,6 +152,12 @@ def plan_memory(
         what = f"{frac:.2f} x {hardware.hbm_gib:.1f} GiB - weights - activations - runtime"
     block = kv_block_tokens(settings)
     per_token = kv_bytes_per_token_per_gpu(model, settings.kv_cache_dtype, tp, pp)
+    if settings.speculative_method != "none":  # the proposer's weights and KV
+        from sim.speculative import draft_memory
+
+        more_weights, more_kv = draft_memory(model, settings, weight_dtype, tp, pp, per_token)
+        weights, per_token = weights + more_weights, per_token + more_kv
+        kv_bytes -= more_weights
     if weights > budget:
         raise UserError(
             f"{model.name} weights need {weights / GIB:.1f} GiB per GPU at tp={tp}"

@@ -118,6 +118,7 @@ class ModelSpec:
     moe: Moe | None = None
     linear: LinearAttention | None = None
     indexer: SparseIndexer | None = None
+    mtp_layers: int = 0  # multi-token-prediction modules shipped with the weights (DeepSeek)
 
     # ---- layer structure -------------------------------------------------------------------
     @property

@@ -157,6 +157,7 @@ def spec_from_config(raw: dict, name: str, source: str = "<config>") -> ModelSpe
         moe=moe,
         linear=linear,
         indexer=indexer,
+        mtp_layers=f.int("num_nextn_predict_layers") if f.get("num_nextn_predict_layers") else 0,
     )
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sim import sglang_profile, teaching_profile, trtllm_profile, vllm_profile
+from sim import sglang_profile, speculative, teaching_profile, trtllm_profile, vllm_profile
 from sim.errors import UserError
 from sim.hardware import Hardware
 from sim.model import KV_DTYPES, ModelSpec
+from sim.model_config import model_names
 from sim.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
 from sim.versions import version_tuple
 
@@ -95,6 +96,7 @@ SPECIAL = {
     "cuda_graph_max_bs",
     "swap_space",
     "schedule_conservativeness",
+    "spec_acceptance",
 }
 
 
@@ -140,6 +142,11 @@ def resolve(
     values, rules, applicable, names = module.defaults(
         name, rule_set, hardware, model, tp, entry_point, overrides
     )
+    for knob, (value, why) in speculative.defaults(name, rule_set, model).items():
+        values.setdefault(knob, value)
+        rules.setdefault(knob, why)
+    if name == "vllm":
+        applicable = (*applicable, *speculative.KNOBS)
     if rule_set != version:
         for knob in rules:
             rules[knob] = rules[knob].replace(
@@ -159,6 +166,7 @@ def resolve(
             raise UserError(
                 f"engine_args.{key} is not a {name} argument; {name}'s: {', '.join(mine)}"
             )
+    speculative.complete(values, rules, overrides)
     _derive(name, rule_set, values, rules, overrides, hardware, model, tp)
     settings = EngineSettings(
         engine=name,
@@ -187,6 +195,9 @@ def _special(engine: str, key: str, value, values: dict, rules: dict) -> None:
         case "swap_space":  # GiB, as the engine takes it
             values["swap_space_bytes"] = int(_coerce(key, value, float) * GIB)
             rules["swap_space_bytes"] = rule
+        case "spec_acceptance":
+            values["spec_acceptance"] = speculative.parse_acceptance(key, value)
+            rules["spec_acceptance"] = rule
         case "schedule_conservativeness":  # SGLang: scales the admission ratios
             c = _coerce(key, value, float)
             if c <= 0:
@@ -304,6 +315,7 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
     def bad(msg: str):
         raise UserError(msg)
 
+    speculative.check(s, model, lambda name: name in model_names())
     if s.policy not in POLICIES[s.scheduler]:
         bad(f"{n('policy')}={s.policy!r}: {s.engine} supports {', '.join(POLICIES[s.scheduler])}")
     if s.preemption_mode not in ("recompute", "swap"):

@@ -49,6 +49,7 @@ class Request:
     last_token_s: float | None = None
     finish_s: float | None = None
     reject_reason: str | None = None
+    num_drafts: int = 0  # speculative decoding: draft tokens this step verifies
 
     @property
     def num_tokens(self) -> int:

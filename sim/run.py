@@ -122,6 +122,7 @@ class Setup:
                 replica=k,
                 pp=par.pp,
                 fast_forward=self.config.fast_forward,
+                seed=self.config.seed,
             )
             for k in range(par.dp)
         ]
@@ -137,6 +138,11 @@ def _check_heads(model: ModelSpec, tp: int) -> None:
 def check_parallel(
     model: ModelSpec, settings: EngineSettings, tp: int, pp: int, ep: int, dp: int = 1
 ) -> None:
+    if pp > 1 and settings.speculative_method != "none":
+        raise UserError(
+            f"parallel.pp={pp} with speculative_method={settings.speculative_method}: "
+            "vLLM does not run speculative decoding with pipeline parallelism"
+        )
     if pp > model.num_layers:
         raise UserError(f"parallel.pp={pp} exceeds {model.name}'s {model.num_layers} layers")
     if pp > 1 and settings.scheduler not in PP_SCHEDULERS:

@@ -26,6 +26,7 @@ from sim.kv_cache import KVCacheManager
 from sim.records import ItlLog
 from sim.request import Request, Status
 from sim.settings import EngineSettings
+from sim.speculative import accepted, drafts_per_step, profile
 
 
 @dataclass(slots=True)
@@ -41,6 +42,7 @@ class StepPlan:
     swap_bytes: int = 0  # KV moved over PCIe this step (vLLM V0 swap preemption)
     padding_context: tuple[int, ...] = ()  # finished rows a static batch still computes
     preemptions: tuple[int, ...] = ()  # each request's num_preemptions when planned
+    spec_drafts: tuple[int, ...] = ()  # speculative decoding: drafts each row verifies
 
     @property
     def num_tokens(self) -> int:
@@ -64,6 +66,9 @@ class SchedulerBase:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.itl = ItlLog()  # gaps between consecutive tokens of a request
+        self.spec_k = drafts_per_step(settings)  # drafts per decoding request (0: off)
+        self.spec_probs = profile(settings) if self.spec_k else None
+        self.spec_rng = None  # a numpy Generator, set by the engine when spec_k > 0
         self.num_preemptions = 0
         self.priority = settings.policy == "priority"
 
@@ -128,6 +133,7 @@ class SchedulerBase:
     def _admitted(self, req: Request, num_hit_tokens: int, n: int, now: float, reqs, new_tokens):
         """Start waiting `req` with `n` new tokens in this step's plan."""
         self._start(req, num_hit_tokens, now)
+        req.num_drafts = 0
         reqs.append(req)
         new_tokens.append(n)
 
@@ -149,11 +155,12 @@ class SchedulerBase:
     def _plan(self, reqs, new_tokens, num_preempted, swap_bytes: int = 0) -> StepPlan:
         context = []
         num_decode = 0
+        spec = self.spec_k > 0
         for req, n in zip(reqs, new_tokens, strict=True):
             c = req.num_computed_tokens
             context.append(c)
-            if n == 1 and req.num_output_tokens > 0:
-                num_decode += 1
+            if req.num_output_tokens > 0 and n == 1 + (req.num_drafts if spec else 0):
+                num_decode += n  # a decode: one token, or one and the drafts it verifies
             req.num_computed_tokens = c + n
         return StepPlan(
             requests=reqs,
@@ -164,6 +171,7 @@ class SchedulerBase:
             num_preempted=num_preempted,
             swap_bytes=swap_bytes,
             preemptions=tuple([r.num_preemptions for r in reqs]),
+            spec_drafts=tuple([r.num_drafts for r in reqs]) if spec else (),
         )
 
     def _emit(self, req: Request, end_s: float) -> None:
@@ -177,8 +185,9 @@ class SchedulerBase:
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
         """Sample a token for each request that caught up; return the requests that finished."""
         finished = []
-        gaps = []
+        gaps = []  # one per request and step: a step's tokens reach the client together
         measure_from = self.itl.measure_from
+        drafts = plan.spec_drafts
         rows = zip(
             plan.requests, plan.preemptions, plan.num_context_tokens, plan.num_new_tokens,
             strict=True,
@@ -189,6 +198,10 @@ class SchedulerBase:
                 # a partial prefill (no token yet; with pipeline parallelism, an earlier chunk
                 # landing after the last one was scheduled), or preempted since it was planned
                 continue
+            if drafts and req.num_drafts:  # verified: the accepted drafts and one more
+                a = accepted(self.spec_rng, self.spec_probs, [req.num_drafts])[0]
+                out += a
+                req.num_computed_tokens = context + 1 + a  # rejected drafts' KV is dropped
             out += 1
             req.num_output_tokens = out
             if req.first_token_s is None:
@@ -248,14 +261,20 @@ class VllmV1Scheduler(SchedulerBase):
         block_size, held, caching = kv.block_size, kv.req_blocks, kv.enable_caching
         running = self.running
         i = 0
+        spec_k = self.spec_k
         while i < len(running) and budget > 0:
             req = running[i]
             c = req.num_computed_tokens
             n = req.prompt_len + req.num_output_tokens - c
+            if spec_k and n == 1 and req.num_output_tokens:  # decoding: verify k drafts too,
+                # none beyond the answer's last token
+                n += min(spec_k, req.max_output_len - req.num_output_tokens - 1)
             if 0 < threshold < n:
                 n = threshold
             if n > budget:
                 n = budget
+            if spec_k:
+                req.num_drafts = n - 1 if req.num_output_tokens and c == req.num_tokens - 1 else 0
             if n == 0:  # its last tokens are still in flight (pipeline parallelism)
                 i += 1
                 continue

@@ -69,6 +69,11 @@ class EngineSettings:
     swap_space_bytes: int  # CPU memory for swapped-out KV blocks (vLLM V0)
     block_watermark: float  # share of blocks kept free when admitting (vLLM V0)
     num_gpu_blocks_override: int  # KV blocks when set (vLLM); 0: the pool is sized from memory
+    # speculative decoding (sim/speculative.py)
+    speculative_method: str  # none | ngram | draft_model | eagle | mtp
+    num_speculative_tokens: int  # draft tokens proposed per decoding request and step
+    spec_acceptance: tuple[float, ...]  # P(draft i accepted | drafts before it accepted)
+    speculative_model: str  # draft_model: the draft's catalogue name
     rules: Mapping[str, str]  # field name -> the rule that set it
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
@@ -147,6 +152,10 @@ CATEGORY: dict[str, Category] = {
     "swap_space_bytes": Category.MEMORY,
     "block_watermark": Category.MEMORY,
     "num_gpu_blocks_override": Category.MEMORY,
+    "speculative_method": Category.DEFAULTS,
+    "num_speculative_tokens": Category.DEFAULTS,
+    "spec_acceptance": Category.DEFAULTS,
+    "speculative_model": Category.DEFAULTS,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)
