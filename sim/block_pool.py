@@ -31,6 +31,7 @@ class BlockPool:
         )
         # hash -> {block_id: block}: two requests may compute the same block concurrently.
         self.cached: dict[int, dict[int, Block]] = {}
+        self.lower = None  # sim.kv_offload.OffloadTiers: where evicted content goes
 
     @property
     def num_usable_blocks(self) -> int:
@@ -78,6 +79,8 @@ class BlockPool:
     def cache_full_block(self, block: Block, block_hash: int) -> None:
         block.block_hash = block_hash
         self.cached.setdefault(block_hash, {})[block.block_id] = block
+        if self.lower is not None:
+            self.lower.drop(block_hash)
 
     def _evict(self, block: Block) -> None:
         if block.block_hash is None:
@@ -86,6 +89,8 @@ class BlockPool:
         del same[block.block_id]
         if not same:
             del self.cached[block.block_hash]
+            if self.lower is not None:  # the last GPU copy: the content moves down a tier
+                self.lower.store(block.block_hash)
         block.block_hash = None
 
     def check_invariants(self) -> None:

@@ -235,8 +235,9 @@ class CostModel:
             cost = self.batch_cost(
                 plan.num_new_tokens, plan.num_context_tokens, plan.batch_size, plan.padding_context
             )
-        if plan.swap_bytes:
-            return replace(cost, swap_s=plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s)
+        if plan.swap_bytes or plan.load_s:  # KV over PCIe: swapped, or loaded from offload
+            swap_s = plan.swap_bytes / self.pricer.hardware.pcie_bytes_per_s + plan.load_s
+            return replace(cost, swap_s=swap_s)
         return cost
 
     def batch_cost(self, new_tokens, contexts, cpu_batch: int, padding=()) -> StepCost:

@@ -15,6 +15,7 @@ import numpy as np
 from sim.cost import CostModel, StepCost
 from sim.fast_forward import fast_forward
 from sim.kv_cache import KVCacheManager
+from sim.kv_offload import tiers_for
 from sim.memory import MemoryPlan
 from sim.metrics import StepLog
 from sim.request import Request, Status
@@ -48,12 +49,14 @@ class Engine:
         pp: int = 1,
         fast_forward: bool = True,
         seed: int = 0,
+        host_bytes_per_s: float = 0.0,
     ):
         assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in run.check_parallel
         kv = KVCacheManager(memory.num_blocks, memory.block_size, settings.enable_prefix_caching)
         self.scheduler = SCHEDULERS[settings.scheduler](settings, kv, memory.bytes_per_block)
         if drafts_per_step(settings):  # draft acceptance, drawn per replica
             self.scheduler.spec_rng = np.random.default_rng([seed, replica])
+        kv.pool.lower = tiers_for(settings, memory.bytes_per_block, host_bytes_per_s)
         self.kv = kv
         self.cost = cost
         self.steps = steps
@@ -81,7 +84,7 @@ class Engine:
 
     def cached_prefix_tokens(self, req: Request) -> int:
         """Tokens of `req`'s prompt this replica's prefix cache holds now."""
-        return self.kv.get_computed_blocks(req)[1]
+        return self.kv.get_computed_blocks(req, admit=False)[1]
 
     def add_request(self, req: Request) -> bool:
         """Queue `req`; False (and REJECTED, with the reason) when the engine refuses it:

@@ -23,6 +23,8 @@ class KVCacheManager:
         self.req_blocks: dict[int, list[Block]] = {}
         self.num_cached_blocks: dict[int, int] = {}
         self.private_from: dict[int, int] = {}  # request id -> its first private block
+        self.lower_hits: dict[int, list[int]] = {}  # request id -> its prefix hits in the
+        # offload tiers (hashes) found by the last lookup, loaded when it is admitted
 
     @property
     def num_free_blocks(self) -> int:
@@ -36,20 +38,32 @@ class KVCacheManager:
     def usage(self) -> float:
         return self.pool.num_used_blocks / self.pool.num_usable_blocks
 
-    def get_computed_blocks(self, req: Request) -> tuple[list[Block], int]:
-        """Longest cached prefix of `req` in whole blocks, leaving one token to compute."""
+    def get_computed_blocks(self, req: Request, admit: bool = True) -> tuple[list[Block], int]:
+        """Longest cached prefix of `req` in whole blocks, leaving one token to compute: the
+        GPU pool's blocks, then content in the offload tiers (counted in the tokens, loaded
+        when `req` is admitted with them; `admit=False`: a look only)."""
         if not self.enable_caching:
             return [], 0
         max_blocks = (req.num_tokens - 1) // self.block_size
         if not req.num_preemptions:  # its private blocks were never hashed: no hit there
             max_blocks = min(max_blocks, self._first_private_block(req))
         hits: list[Block] = []
-        for block_hash in req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]:
+        hashes = req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]
+        for block_hash in hashes:
             block = self.pool.get_cached_block(block_hash)
             if block is None:
                 break
             hits.append(block)
-        return hits, len(hits) * self.block_size
+        lower = self.pool.lower
+        below: list[int] = []
+        if lower is not None:
+            for block_hash in hashes[len(hits) :]:
+                if lower.where(block_hash) is None:
+                    break
+                below.append(block_hash)
+            if admit:
+                self.lower_hits[req.request_id] = below
+        return hits, (len(hits) + len(below)) * self.block_size
 
     def allocate_slots(
         self,
@@ -74,10 +88,15 @@ class KVCacheManager:
         needed = num_new_blocks
         if full_sequence_must_fit:
             needed = max(needed, cdiv(req.num_tokens, self.block_size) - held)
+        below = self.lower_hits.pop(req.request_id, [])
+        if num_new_computed_tokens != (len(new_computed_blocks) + len(below)) * self.block_size:
+            below = []  # not the lookup these hits came from
         if needed > available:
             if not blocks:
                 del self.req_blocks[req.request_id]
             return None
+        for block_hash in below:  # into the fresh blocks below, hashed again as computed
+            self.pool.lower.load(block_hash)
         if new_computed_blocks:
             self.pool.touch(list(new_computed_blocks))
             blocks.extend(new_computed_blocks)
@@ -146,6 +165,8 @@ class KVCacheManager:
 
     def check_invariants(self) -> None:
         self.pool.check_invariants()
+        if self.pool.lower is not None:
+            self.pool.lower.check_invariants(self.pool.cached.keys())
         refs: dict[int, int] = {}
         for blocks in self.req_blocks.values():
             for block in blocks:

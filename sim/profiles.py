@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sim import sglang_profile, speculative, teaching_profile, trtllm_profile, vllm_profile
+from sim import (
+    kv_offload,
+    sglang_profile,
+    speculative,
+    teaching_profile,
+    trtllm_profile,
+    vllm_profile,
+)
 from sim.errors import UserError
 from sim.hardware import Hardware
 from sim.model import KV_DTYPES, ModelSpec
@@ -142,11 +149,12 @@ def resolve(
     values, rules, applicable, names = module.defaults(
         name, rule_set, hardware, model, tp, entry_point, overrides
     )
-    for knob, (value, why) in speculative.defaults(name, rule_set, model).items():
+    more = speculative.defaults(name, rule_set, model) | kv_offload.defaults()
+    for knob, (value, why) in more.items():
         values.setdefault(knob, value)
         rules.setdefault(knob, why)
     if name == "vllm":
-        applicable = (*applicable, *speculative.KNOBS)
+        applicable = (*applicable, *speculative.KNOBS, *kv_offload.KNOBS)
     if rule_set != version:
         for knob in rules:
             rules[knob] = rules[knob].replace(
@@ -316,6 +324,7 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
         raise UserError(msg)
 
     speculative.check(s, model, lambda name: name in model_names())
+    kv_offload.check(s)
     if s.policy not in POLICIES[s.scheduler]:
         bad(f"{n('policy')}={s.policy!r}: {s.engine} supports {', '.join(POLICIES[s.scheduler])}")
     if s.preemption_mode not in ("recompute", "swap"):

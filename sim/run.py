@@ -123,6 +123,7 @@ class Setup:
                 pp=par.pp,
                 fast_forward=self.config.fast_forward,
                 seed=self.config.seed,
+                host_bytes_per_s=self.hardware.pcie_bytes_per_s,
             )
             for k in range(par.dp)
         ]
@@ -331,6 +332,7 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
         "workload": workload.description,
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
         "steps_streamed": log.sink is not None,
+        "kv_offload": _offload_record(engines),
         "wall_time_s": time.perf_counter() - started,
     }
     summary |= _bench_header(cfg, setup, workload)
@@ -343,6 +345,15 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
                           strict=True))  # fmt: skip
         phases = phase_log.frame(finish)
     return RunResult(setup, workload, requests, steps, summary, itl, phases, streamed)
+
+
+def _offload_record(engines) -> dict | None:
+    """The offload tiers' figures summed over the replicas (None: no offloading)."""
+    tiers = [e.kv.pool.lower for e in engines if e.kv.pool.lower is not None]
+    if not tiers:
+        return None
+    records = [t.record() for t in tiers]
+    return {k: sum(r[k] for r in records) for k in records[0]}
 
 
 def _bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:

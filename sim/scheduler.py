@@ -43,6 +43,7 @@ class StepPlan:
     padding_context: tuple[int, ...] = ()  # finished rows a static batch still computes
     preemptions: tuple[int, ...] = ()  # each request's num_preemptions when planned
     spec_drafts: tuple[int, ...] = ()  # speculative decoding: drafts each row verifies
+    load_s: float = 0.0  # KV loaded back from the offload tiers before this step runs
 
     @property
     def num_tokens(self) -> int:
@@ -294,7 +295,10 @@ class VllmV1Scheduler(SchedulerBase):
         num_preempted = self.num_preemptions - preempted_before
         if num_preempted == 0:
             self._admit_waiting(now, budget, reqs, new_tokens)
-        return self._plan(reqs, new_tokens, num_preempted)
+        plan = self._plan(reqs, new_tokens, num_preempted)
+        if kv.pool.lower is not None:
+            plan.load_s = kv.pool.lower.take_load_s()
+        return plan
 
     def chunked_run(self) -> bool:
         # nothing can be admitted: no one waits, or no sequence slot is free

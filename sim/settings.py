@@ -74,6 +74,10 @@ class EngineSettings:
     num_speculative_tokens: int  # draft tokens proposed per decoding request and step
     spec_acceptance: tuple[float, ...]  # P(draft i accepted | drafts before it accepted)
     speculative_model: str  # draft_model: the draft's catalogue name
+    # KV offloading (sim/kv_offload.py): evicted prefix blocks kept below the GPU pool
+    kv_offload_cpu_bytes: int  # host memory per GPU (0: none)
+    kv_offload_disk_bytes: int  # disk per GPU below it (0: none)
+    kv_offload_disk_bytes_per_s: float  # its read bandwidth
     rules: Mapping[str, str]  # field name -> the rule that set it
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
@@ -156,6 +160,9 @@ CATEGORY: dict[str, Category] = {
     "num_speculative_tokens": Category.DEFAULTS,
     "spec_acceptance": Category.DEFAULTS,
     "speculative_model": Category.DEFAULTS,
+    "kv_offload_cpu_bytes": Category.MEMORY,
+    "kv_offload_disk_bytes": Category.MEMORY,
+    "kv_offload_disk_bytes_per_s": Category.MEMORY,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)

@@ -35,11 +35,18 @@ def _overrides(run_dir: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in items if "=" in item)
 
 
+# simulator figures (summary.json's "sim") worth a column of their own
+SIM_COLUMNS = ("prefix_cache_hit_rate", "preemptions", "mean_batch_size", "kv_usage_peak")
+
+
 def _metrics(summary: dict) -> dict:
-    """The summary's top-level numbers (nested records stay in summary.json)."""
-    return {
+    """The summary's top-level numbers, and a few simulator figures (the rest of the nested
+    records stay in summary.json)."""
+    out = {
         k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
     }
+    sim = summary.get("sim") or {}
+    return out | {k: sim[k] for k in SIM_COLUMNS if k in sim}
 
 
 def collect(sweep_dir: Path) -> pd.DataFrame:

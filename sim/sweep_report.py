@@ -7,7 +7,8 @@ however many processes or machines ran the points. The swept columns split into 
 - a trade-off table per load: p50/p99 TTFT, TPOT and ITL, throughput and, with SLOs set
   (slo.*), goodput as `vllm bench serve --goodput` counts it;
 - pareto.png: p99 TTFT against p99 TPOT per load, the settings no other beats on both joined;
-- goodput.png: goodput (or throughput) against the first setting, per load;
+- goodput.png: goodput (or throughput) against the first setting, per load; when the prefix
+  cache's hit rate differs between runs, hit_rate.png and ttft.png the same way;
 - a recommendation in one sentence: the settings with the most goodput over the loads swept,
   and why, against the engine's default when the sweep has it (else the runner-up);
 - for a sweep of scenario=capacity: capacity and cost per million output tokens per setting.
@@ -26,6 +27,7 @@ from sim.outputs import write_json
 from sim.report import _table as _md
 
 LOAD_KEYS = ("rate", "concurrency")
+UNITS = {"prefix_cache_hit_rate": "", "mean_ttft_ms": "ms", "output_throughput": "tok/s"}
 LATENCY = ("ttft", "tpot", "itl")
 NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
 
@@ -249,10 +251,14 @@ def plot_pareto(frame: pd.DataFrame, load: str | None, settings: list[str], path
     return _save(fig, path)
 
 
-def plot_goodput(frame: pd.DataFrame, load: str | None, settings: list[str], path: Path) -> str:
+def plot_goodput(
+    frame: pd.DataFrame, load: str | None, settings: list[str], path: Path, metric: str = ""
+) -> str:
+    """A metric (default: goodput, else throughput) against the first setting, per load."""
     from sim.report import _save, plt
 
-    metric = "request_goodput" if "request_goodput" in frame else "request_throughput"
+    metric = metric or ("request_goodput" if "request_goodput" in frame else "request_throughput")
+    unit = UNITS.get(metric, "req/s")
     x_key, others = settings[0], settings[1:]
     loads = sorted(frame[load].unique()) if load else [None]
     fig, axes = plt.subplots(1, len(loads), figsize=(4.6 * len(loads), 3.8), squeeze=False)
@@ -268,14 +274,15 @@ def plot_goodput(frame: pd.DataFrame, load: str | None, settings: list[str], pat
             ax.xaxis.set_major_formatter(_plain_formatter())
             ax.tick_params(axis="x", labelrotation=45, labelsize=7)
         ax.set_xlabel(x_key)
-        ax.set_ylabel(f"{metric} (req/s)")
+        ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
         ax.set_title(f"{load} = {_fmt_value(value)}" if load else "", fontsize=10)
-        if load:
+        if load and unit == "req/s":
             ax.axhline(float(value), color="grey", lw=0.8, ls=":")  # offered load
         ax.grid(alpha=0.3)
     if others:
         axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"{metric} per setting" + (" (dotted: offered load)" if load else ""))
+    offered = load and unit == "req/s"
+    fig.suptitle(f"{metric} per setting" + (" (dotted: offered load)" if offered else ""))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -383,6 +390,14 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
         if settings:
             plots.append(plot_pareto(frame, load, settings, sweep_dir / "pareto.png"))
             plots.append(plot_goodput(frame, load, settings, sweep_dir / "goodput.png"))
+            if frame.get("prefix_cache_hit_rate", pd.Series(dtype=float)).nunique() > 1:
+                for metric, name in (
+                    ("prefix_cache_hit_rate", "hit_rate"),
+                    ("mean_ttft_ms", "ttft"),
+                ):
+                    plots.append(
+                        plot_goodput(frame, load, settings, sweep_dir / f"{name}.png", metric)
+                    )
         ranked = rank_settings(frame, load, settings)
         metric = "goodput" if "request_goodput" in frame else "throughput"
         rows = [
