@@ -48,6 +48,7 @@ class OffloadTiers:
         """The GPU pool evicted this content: keep it in the CPU tier (the most recent), the
         least recent overflowing to disk, then out."""
         self.stored_blocks += 1
+        self.drop(block_hash)  # a content lives in one tier: the older copy below goes
         self._put("cpu", block_hash)
 
     def _put(self, name: str, block_hash: int) -> None:

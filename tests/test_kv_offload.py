@@ -4,7 +4,7 @@ at the link's price, and a block's content lives in exactly one tier or none."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.errors import UserError
@@ -45,8 +45,9 @@ def test_tiers_move_content_down_and_back_once():
     t.check_invariants(gpu_hashes=set())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("sld"), st.integers(0, 12)), max_size=80))
+@example([("s", 1), ("s", 3), ("s", 0), ("s", 2), ("s", 1)])  # 1 stored again from disk
 def test_a_content_is_in_one_tier_or_none(ops):
     t = OffloadTiers(3, 2, 10, 1.0, 1.0)
     gpu = set()
