@@ -126,11 +126,12 @@ def write_report(result, out_dir: Path) -> Path:
     """report.md beside three PNG plots. `result` is a sim.run.RunResult."""
     s, setup = result.summary, result.setup
     cfg, sim = setup.config, s["sim"]
+    view = result.overview  # the steps as the plots read them (built once)
     plots = [
         plot_latency_cdfs(result.requests, out_dir / "latency_cdf.png"),
-        plot_throughput_kv(result.overview, setup.memory.num_blocks, out_dir / "throughput_kv.png"),
+        plot_throughput_kv(view, setup.memory.num_blocks, out_dir / "throughput_kv.png"),
         plot_batch_composition(
-            result.overview,
+            view,
             setup.settings.max_num_batched_tokens,
             out_dir / "batch_composition.png",
         ),

@@ -217,8 +217,9 @@ def run_tasks(
             done(i, mixture_outcome(c, before, after, changes, chosen))
     else:
         runner = Parallel(n_jobs=jobs, return_as="generator")
-        calls = (delayed(mixture_outcome)(*quiet[i][:1], before, after, changes, quiet[i][1])
-                 for i in todo)  # fmt: skip
+        calls = (
+            delayed(mixture_outcome)(quiet[i][0], before, after, changes, quiet[i][1]) for i in todo
+        )
         for i, r in zip(todo, runner(calls), strict=True):
             done(i, r)
     return [results[i] for i in range(len(quiet))]

@@ -52,16 +52,16 @@ def test_a_content_is_in_one_tier_or_none(ops):
     t = OffloadTiers(3, 2, 10, 1.0, 1.0)
     gpu = set()
     for op, h in ops:
-        if op == "s" and h not in gpu:
+        if op == "s":  # the GPU pool evicts its last copy: the content moves down
+            gpu.discard(h)
             t.store(h)
-        elif op == "l" and t.where(h) is not None:
+        elif op == "l" and t.where(h) is not None:  # a hit below: back into a GPU block
             t.load(h)
             gpu.add(h)
-        elif op == "d":
+        elif op == "d":  # computed again on the GPU
             t.drop(h)
             gpu.add(h)
         t.check_invariants(gpu)
-        gpu.discard(h) if op == "s" else None
 
 
 def test_every_step_keeps_the_tiers_and_the_pool_consistent():
