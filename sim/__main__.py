@@ -91,7 +91,11 @@ def simulate_task(sim_cfg, out_dir: Path) -> dict:
         write_parquet_chunks(out_dir / "requests.parquet", result.requests)
     if result.phases is not None:
         write_trace_files(result, out_dir)
-    if sim_cfg.output.report:
+    if sim_cfg.output.report and "disagg" in result.summary:
+        from sim.disagg_report import write_run_report
+
+        write_run_report(result, out_dir)
+    elif sim_cfg.output.report:
         write_report(result, out_dir)
     write_json(out_dir / "summary.json", result.summary)
     if _in_sweep():
@@ -209,6 +213,23 @@ def long_context_task(sim_cfg, out_dir: Path) -> dict:
     return s
 
 
+def disagg_task(sim_cfg, out_dir: Path) -> dict:
+    from sim.console import ProgressBar
+    from sim.disagg_report import headline, write_search_outputs
+    from sim.disagg_search import run_disagg_search
+
+    bar_on = sim_cfg.output.progress and sys.stderr.isatty()
+    with ProgressBar(enabled=bar_on, what="simulations") as bar:
+        s = run_disagg_search(sim_cfg, progress=bar.update_count)
+    write_search_outputs(s, out_dir)
+    print(f"disagg: {headline(s)}")
+    print(
+        f"{len(s['probes'])} splits probed, {s['simulations_run']} simulations in "
+        f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+    )
+    return s
+
+
 def capacity_task(sim_cfg, out_dir: Path) -> dict:
     from sim.capacity import run_capacity
     from sim.capacity_report import headline, write_capacity_outputs
@@ -284,6 +305,7 @@ TASKS = {
     "long_context": long_context_task,
     "capacity": capacity_task,
     "teach": teach_task,
+    "disagg": disagg_task,
 }
 
 
@@ -317,7 +339,18 @@ def main() -> None:
 
         try:
             for cfg in check_overrides(overrides, multirun):
-                if cfg.task in ("simulate", "show_engine"):
+                if cfg.task == "disagg" or (cfg.task == "simulate" and cfg.disagg.enabled):
+                    from dataclasses import replace
+
+                    from sim.disagg import Pools, check
+
+                    Pools.from_config(replace(cfg, disagg=replace(cfg.disagg, enabled=True)))
+                    check(cfg)
+                    if cfg.task == "disagg":
+                        from sim.disagg_search import check as check_search
+
+                        check_search(cfg)
+                elif cfg.task in ("simulate", "show_engine"):
                     Setup.from_config(cfg)
                 elif cfg.task == "teach":
                     from sim.teach import LESSONS

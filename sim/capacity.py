@@ -75,6 +75,25 @@ def verdict(margins: list[float], confidence: float) -> tuple[str, float, float]
     return "unclear", mean, half
 
 
+def settle(p, run, cfg: SimConfig, targets: dict, seeds: int, max_seeds: int, confidence) -> None:
+    """Simulate probe `p` (anything with runs, verdict, mean_margin, half_width) as `cfg`
+    with seeds cfg.seed, cfg.seed + 1, ... (`run(configs)` returns their summaries) until its
+    verdict is clear or `max_seeds` are in, doubling the seeds each time. With one seed in all
+    there is no interval: the margin decides."""
+    want = seeds
+    while True:
+        p.runs += run([replace(cfg, seed=cfg.seed + s) for s in range(len(p.runs), want)])
+        margins = [margin(r, targets) for r in p.runs]
+        if len(margins) == 1 and max_seeds == 1:
+            p.verdict = "meets" if margins[0] < 1 else "fails"
+            p.mean_margin, p.half_width = margins[0], math.nan
+        else:
+            p.verdict, p.mean_margin, p.half_width = verdict(margins, confidence)
+        if p.verdict != "unclear" or want >= max_seeds:
+            return
+        want = min(max_seeds, want * 2)
+
+
 @dataclass
 class Probe:
     """One rate (or replica count) tried: per-seed summaries and the verdict over them."""
@@ -157,15 +176,8 @@ class Search:
             p.verdict = "overloaded"
             self.probes.append(p)
             return p
-        want = c.seeds
-        while True:
-            seeds = range(self.cfg.seed + len(p.runs), self.cfg.seed + want)
-            p.runs += self.run([replace(self.at(rate, replicas), seed=s) for s in seeds])
-            margins = [margin(r, self.targets) for r in p.runs]
-            p.verdict, p.mean_margin, p.half_width = verdict(margins, c.confidence)
-            if p.verdict != "unclear" or want >= c.max_seeds:
-                break
-            want = min(c.max_seeds, want * 2)
+        settle(p, self.run, self.at(rate, replicas), self.targets, c.seeds, c.max_seeds,
+               c.confidence)  # fmt: skip
         self.probes.append(p)
         return p
 
@@ -193,6 +205,12 @@ def check(cfg: SimConfig) -> None:
         raise UserError(
             f"scenario=capacity varies the request rate; workload={cfg.workload.kind} has none "
             f"(use one of {', '.join(OPEN_LOOP)})"
+        )
+    if cfg.disagg.enabled and cfg.capacity.rate is not None:
+        raise UserError(
+            "scenario=capacity capacity.rate=R searches parallel.dp, which disaggregated pools "
+            "do not use; size the pools with scenario=disagg (or search the rate: leave "
+            "capacity.rate unset)"
         )
     if cfg.capacity.max_seeds < cfg.capacity.seeds:
         raise UserError(

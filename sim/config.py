@@ -26,6 +26,7 @@ TASKS = (
     "long_context",
     "capacity",
     "teach",
+    "disagg",
 )
 
 
@@ -234,6 +235,38 @@ class CapacityConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """One pool of a disaggregated deployment: its GPUs, their parallelism and how many."""
+
+    hardware: str | None = None  # a GPU of the catalogue; None: the top-level `hardware`
+    tp: int | None = _gpus(None, min=1)  # None: parallel.tp
+    replicas: int = _gpus(1, min=1)
+    engine_args: Mapping[str, object] = field(default_factory=dict)  # over engine_args, for
+    # this pool only (say, a larger max_num_seqs for decode, a larger token budget for prefill)
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggConfig:
+    """Disaggregated prefill/decode (sim/disagg.py): a prefill pool computes each prompt, sends
+    its KV cache over `link` to a decode pool, which generates the answer. scenario=disagg
+    searches the pool sizes."""
+
+    enabled: bool = False  # simulate with separate pools (scenario=disagg turns it on)
+    prefill: PoolConfig = field(default_factory=PoolConfig)
+    decode: PoolConfig = field(default_factory=PoolConfig)
+    link: str = "infiniband"  # a link of hardware/links.yaml
+    link_bytes_per_s: float | None = _opt(None, gt=0)  # per GPU and direction; None: the link's
+    link_latency_s: float | None = _opt(None, min=0)  # per transfer; None: the link's
+    router: str = _opt("least_loaded", choices=ROUTERS[:3])  # how each pool picks a replica
+    # scenario=disagg: the fewest GPUs whose pools meet the SLOs at workload.rate
+    max_replicas: int = _gpus(16, min=1)  # per pool, searched at most
+    colocated: bool = True  # also find the fewest colocated replicas (parallel.dp) for the rate
+    seeds: int = _runs(2, min=1)  # workload draws per probe at first ...
+    max_seeds: int = _runs(4, min=1)  # ... and at most, while a probe is too close to call
+    jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+
+
+@dataclass(frozen=True, slots=True)
 class TeachConfig:
     """scenario=teach_*: one mechanism, two runs one setting apart (sim/teach.py)."""
 
@@ -270,6 +303,7 @@ class SimConfig:
     slo: SloConfig = field(default_factory=SloConfig)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     teach: TeachConfig = field(default_factory=TeachConfig)
+    disagg: DisaggConfig = field(default_factory=DisaggConfig)
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:

@@ -99,6 +99,18 @@ def print_summary(s: dict, out_dir: Path) -> None:
         ("KV usage peak / mean:", f"{sim['kv_usage_peak']:.1%} / {sim['kv_usage_mean']:.1%}"),
         ("Wall time (s):", f"{sim['wall_time_s']:.2f}"),
     ]
+    if d := s.get("disagg"):  # the pools and where TTFT went
+        split = d["ttft_split_ms"]
+        rows += [
+            ("---Disaggregated prefill/decode---", None),
+            ("Prefill / decode GPUs:", f"{d['prefill']['gpus']} / {d['decode']['gpus']}"),
+            ("Prefill / decode busy:",
+             f"{d['prefill']['busy_fraction']:.0%} / {d['decode']['busy_fraction']:.0%}"),
+            ("Mean KV transfer (MiB / ms):",
+             f"{d['transfer']['mean_bytes'] / 2**20:.1f} / {d['transfer']['mean_ms']:.2f}"),
+            *((f"Mean TTFT part, {p.replace('_', ' ')} (ms):", f"{v['mean']:.2f}")
+              for p, v in split.items()),
+        ]  # fmt: skip
     if sim["stopped_at_s"] is not None:
         c = sim["conservation"]
         rows += [

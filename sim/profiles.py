@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from sim import (
     kv_offload,
+    kv_transfer,
     sglang_profile,
     speculative,
     teaching_profile,
@@ -150,11 +151,12 @@ def resolve(
         name, rule_set, hardware, model, tp, entry_point, overrides
     )
     more = speculative.defaults(name, rule_set, model) | kv_offload.defaults()
+    more |= kv_transfer.defaults()
     for knob, (value, why) in more.items():
         values.setdefault(knob, value)
         rules.setdefault(knob, why)
     if name == "vllm":
-        applicable = (*applicable, *speculative.KNOBS, *kv_offload.KNOBS)
+        applicable = (*applicable, *speculative.KNOBS, *kv_offload.KNOBS, *kv_transfer.KNOBS)
     if rule_set != version:
         for knob in rules:
             rules[knob] = rules[knob].replace(

@@ -254,6 +254,15 @@ def simulate(
     """Run `cfg` (with `setup` and `workload`, when given, in place of the ones its config
     resolves to and generates). With `run_dir`, a long run (see streams()) writes its
     steps.parquet there a chunk at a time as it goes."""
+    if cfg.disagg.enabled:  # separate prefill and decode pools
+        from sim.disagg import simulate_disagg
+
+        if setup is not None:
+            raise UserError(
+                "disagg.enabled=true: this task builds one engine setup; disaggregated pools "
+                "run under task=simulate (and its sweeps) and scenario=disagg"
+            )
+        return simulate_disagg(cfg, progress, workload)
     started = time.perf_counter()
     setup = setup or Setup.from_config(cfg)
     if workload is None:

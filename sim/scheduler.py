@@ -72,14 +72,46 @@ class SchedulerBase:
         self.spec_rng = None  # a numpy Generator, set by the engine when spec_k > 0
         self.num_preemptions = 0
         self.priority = settings.policy == "priority"
+        # disaggregated serving (sim/disagg.py). A prefill replica keeps a finished request's
+        # blocks until its KV has been sent (vLLM's delayed free): request id -> request.
+        self.sending: dict[int, Request] | None = None
+        # A decode replica holds blocks of requests whose KV is on its way (receiving) or
+        # has arrived (ready: scheduled before the waiting queue, see VllmV1Scheduler).
+        self.receiving: dict[int, Request] = {}
+        self.ready: deque[Request] = deque()
 
     @property
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.ready)
 
     def held_requests(self) -> list[Request]:
-        """Every request this scheduler holds (sent to it and not ended)."""
-        return [*self.waiting, *self.running]
+        """Every request this scheduler holds (sent to it and not ended); a disaggregated
+        replica's requests sending or receiving KV too."""
+        sending = self.sending.values() if self.sending else ()
+        return [*self.waiting, *self.running, *sending, *self.receiving.values(), *self.ready]
+
+    # ---- disaggregated prefill / decode (sim/disagg.py) -------------------------------------
+    def release(self, req: Request) -> None:
+        """A prefill replica: `req`'s KV has been sent; free its blocks."""
+        del self.sending[req.request_id]
+        self.kv.free(req, finished=True)
+
+    def begin_receive(self, req: Request) -> int | None:
+        """A decode replica: blocks for `req`'s prompt, whose KV comes from a prefill replica
+        (None: the pool has not enough free blocks now). Blocks its prefix cache already holds
+        are reused; returns the tokens left to receive."""
+        hits, num_hit_tokens = self.kv.get_computed_blocks(req)
+        n = req.prompt_len - num_hit_tokens
+        if self.kv.allocate_slots(req, n, hits, num_hit_tokens) is None:
+            return None
+        self.receiving[req.request_id] = req
+        return n
+
+    def finish_receive(self, req: Request) -> None:
+        """The KV has arrived: `req` is ready; its first step recomputes the last prompt token
+        to sample the first output token (vLLM: a full prompt hit recomputes one token)."""
+        del self.receiving[req.request_id]
+        self.ready.append(req)
 
     def add_request(self, req: Request) -> None:
         if self.priority:
@@ -213,7 +245,10 @@ class SchedulerBase:
             if out >= req.max_output_len:
                 req.status = Status.FINISHED
                 req.finish_s = end_s
-                self.kv.free(req, finished=True)
+                if self.sending is None:
+                    self.kv.free(req, finished=True)
+                else:  # freed once its KV has been sent
+                    self.sending[req.request_id] = req
                 finished.append(req)
         self.itl.add(gaps)
         for req in finished:  # a few, out of a running list of hundreds
@@ -249,6 +284,8 @@ class SchedulerBase:
             assert req.status in (Status.WAITING, Status.PREEMPTED)
             assert req.num_computed_tokens == 0
             assert req.request_id not in self.kv.req_blocks
+        for req in self.ready:
+            assert req.status is Status.WAITING and req.request_id in self.kv.req_blocks
 
 
 class VllmV1Scheduler(SchedulerBase):
@@ -294,6 +331,8 @@ class VllmV1Scheduler(SchedulerBase):
             i = running.index(req) + 1 if self.priority else i + 1
         num_preempted = self.num_preemptions - preempted_before
         if num_preempted == 0:
+            if self.ready:
+                budget = self._admit_ready(now, budget, reqs, new_tokens)
             self._admit_waiting(now, budget, reqs, new_tokens)
         plan = self._plan(reqs, new_tokens, num_preempted)
         if kv.pool.lower is not None:
@@ -302,14 +341,15 @@ class VllmV1Scheduler(SchedulerBase):
 
     def chunked_run(self) -> bool:
         # nothing can be admitted: no one waits, or no sequence slot is free
-        return not self.waiting or len(self.running) >= self.max_num_seqs
+        return not (self.waiting or self.ready) or len(self.running) >= self.max_num_seqs
 
     def decode_run(self) -> bool:
         batch = len(self.running)
         if batch > self.max_num_batched_tokens:
             return False  # the budget would cut the batch
         # waiting requests are admitted only with a sequence slot and budget left
-        return not self.waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
+        waiting = self.waiting or self.ready
+        return not waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
 
     def _allocate_or_preempt(
         self, req: Request, n: int, reqs: list, new_tokens: list
@@ -329,6 +369,22 @@ class VllmV1Scheduler(SchedulerBase):
                 return False, returned
         return True, returned
 
+    def _admit_ready(self, now: float, budget: int, reqs: list, new_tokens: list) -> int:
+        """Requests whose KV came from a prefill replica, in arrival order: each computes its
+        last prompt token. They hold their blocks already, so they go before the waiting
+        queue: a request preempted here and waiting for blocks at its head would otherwise
+        wait for blocks that only these can free (vLLM keeps one queue and can stall there)."""
+        while self.ready and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = self.ready.popleft()
+            self.running.append(req)
+            req.status = Status.RUNNING
+            req.num_computed_tokens = req.prompt_len - 1
+            req.num_drafts = 0
+            reqs.append(req)
+            new_tokens.append(1)
+            budget -= 1
+        return budget
+
     def _admit_waiting(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
@@ -344,6 +400,8 @@ class VllmV1Scheduler(SchedulerBase):
 
     def check_invariants(self) -> None:
         super().check_invariants()
+        held = {r.request_id for r in self.held_requests()}
+        assert set(self.kv.req_blocks) <= held, "blocks held by no request"
         if self.priority:
             ranks = [self._rank(r) for r in self.waiting]
             assert ranks == sorted(ranks)

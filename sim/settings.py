@@ -78,6 +78,8 @@ class EngineSettings:
     kv_offload_cpu_bytes: int  # host memory per GPU (0: none)
     kv_offload_disk_bytes: int  # disk per GPU below it (0: none)
     kv_offload_disk_bytes_per_s: float  # its read bandwidth
+    # disaggregated prefill/decode (sim/disagg.py, sim/kv_transfer.py)
+    kv_transfer_layerwise: bool  # a prefill replica sends each layer's KV as it is computed
     rules: Mapping[str, str]  # field name -> the rule that set it
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
@@ -163,6 +165,7 @@ CATEGORY: dict[str, Category] = {
     "kv_offload_cpu_bytes": Category.MEMORY,
     "kv_offload_disk_bytes": Category.MEMORY,
     "kv_offload_disk_bytes_per_s": Category.MEMORY,
+    "kv_transfer_layerwise": Category.SCHEDULING,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)

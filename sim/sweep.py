@@ -46,7 +46,11 @@ def _metrics(summary: dict) -> dict:
         k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
     }
     sim = summary.get("sim") or {}
-    return out | {k: sim[k] for k in SIM_COLUMNS if k in sim}
+    out |= {k: sim[k] for k in SIM_COLUMNS if k in sim}
+    if d := summary.get("disagg"):  # a disaggregated run: its GPUs, transfers, TTFT parts
+        out |= {"gpus": d["gpus"], "kv_transfer_mean_ms": d["transfer"]["mean_ms"]}
+        out |= {f"mean_ttft_{p}_ms": v["mean"] for p, v in d["ttft_split_ms"].items()}
+    return out
 
 
 def collect(sweep_dir: Path) -> pd.DataFrame:

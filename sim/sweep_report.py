@@ -110,8 +110,11 @@ def recommend(
     ref_name = default if default in set(ranked["setting"]) and default != best else None
     ref = ref_name or ranked.iloc[1]["setting"]
     ref_role = "the engine's default" if ref_name else "the runner-up"
-    a = df[df["setting"] == best].set_index(load) if load else df[df["setting"] == best]
-    b = df[df["setting"] == ref].set_index(load) if load else df[df["setting"] == ref]
+    # rows of the two settings, matched by load (no load swept: one row each, matched as such)
+    a = df[df["setting"] == best]
+    b = df[df["setting"] == ref]
+    a = a.set_index(load) if load else a.reset_index(drop=True).head(1)
+    b = b.set_index(load) if load else b.reset_index(drop=True).head(1)
     common = a.index.intersection(b.index)
     gap = (a.loc[common, metric] - b.loc[common, metric]).astype(float)
     at = gap.idxmax() if len(gap) else a.index[0]
