@@ -176,13 +176,22 @@ def run_disagg(
             wake[engine.replica] = env.event()
             yield wake[engine.replica]
 
+    def stalled(engine: Engine, transfers: dict):
+        """Nothing could start: the waiting requests need blocks that requests sending (or
+        receiving) KV hold. Wait for a transfer to end (it pokes this replica)."""
+        if not transfers:
+            raise RuntimeError(f"replica {engine.replica} has work but scheduled nothing")
+        wake[engine.replica] = env.event()
+        yield wake[engine.replica]
+
     def prefill_replica(engine: Engine):
         while True:
             yield from idle(engine)
             start = env.now
             plan, cost = engine.start_step(start)
             if plan.batch_size == 0 and plan.num_preempted == 0:
-                raise RuntimeError(f"prefill replica {engine.replica} scheduled nothing at {start}")
+                yield from stalled(engine, engine.scheduler.sending)
+                continue
             yield env.timeout(cost.total_s)
             done = engine.finish_step(plan, cost, start, env.now)
             for copy in done:  # prompt computed: hand over to a decode replica
@@ -238,11 +247,21 @@ def run_disagg(
         poke(engine)
 
     def decode_replica(engine: Engine):
+        sched = engine.scheduler
         while True:
             yield from idle(engine)
-            durations, finished = engine.advance(env.now, env.peek())
-            for dt in durations:
-                yield env.timeout(dt)
+            if sched.running or sched.ready:
+                durations, finished = engine.advance(env.now, env.peek())
+                for dt in durations:
+                    yield env.timeout(dt)
+            else:  # only waiting requests (preempted here): can one start?
+                start = env.now
+                plan, cost = engine.start_step(start)
+                if plan.batch_size == 0:
+                    yield from stalled(engine, sched.receiving)
+                    continue
+                yield env.timeout(cost.total_s)
+                finished = engine.finish_step(plan, cost, start, env.now)
             for req in finished:
                 t.decodes[req.request_id] += 1
                 ended(req, env.now)

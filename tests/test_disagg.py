@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.config import SimConfig
 from sim.disagg import TTFT_PARTS, Pools, simulate_disagg
@@ -266,3 +268,51 @@ def test_command_line_outputs(tmp_path, monkeypatch):
     for name in ("report.md", "splits.png", "ttft_split.png", "probes.csv", "summary.json"):
         assert (search / name).is_file(), name
     assert "the split that meets the SLOs" in (search / "report.md").read_text()
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    prefill=st.integers(1, 3),
+    decode=st.integers(1, 3),
+    blocks=st.sampled_from([None, 420, 900]),
+    rate=st.sampled_from([5.0, 30.0]),
+    layerwise=st.booleans(),
+    link=st.sampled_from(["infiniband", "ethernet-25g"]),
+    caching=st.booleans(),
+    shared=st.sampled_from([0, 512]),
+    until=st.sampled_from([None, 2.0]),
+)
+def test_any_deployment_conserves_requests_and_blocks(
+    prefill, decode, blocks, rate, layerwise, link, caching, shared, until
+):
+    """Random pools, memory, links and loads (decode pools short of blocks, a link slower
+    than the traffic, time limits): no replica stalls for good, nothing is lost, every block
+    comes back (or is held by a request in flight at a time limit), each request's phases
+    come in order, every scheduler is consistent."""
+    args = {"max_model_len": 6144, "enable_prefix_caching": caching,
+            "kv_transfer_layerwise": layerwise}  # fmt: skip
+    decode_args = {"num_gpu_blocks_override": blocks} if blocks else {}
+    cfg = disagg_cfg(
+        engine_args=args,
+        max_sim_time_s=until,
+        disagg={"link": link, "prefill": {"replicas": prefill},
+                "decode": {"replicas": decode, "engine_args": decode_args}},
+        workload={"num_requests": 50, "rate": rate, "length_dist": "uniform", "range_ratio": 0.9,
+                  "input_len": 1500, "output_len": 200, "shared_prefix_tokens": shared},
+    )  # fmt: skip
+    out, p_engines, d_engines = _run(cfg)
+    tally = check_disagg_conservation(out, p_engines, d_engines)
+    assert tally["arrived"] + tally["not_sent"] == 50
+    for e in (*p_engines, *d_engines):
+        e.scheduler.check_invariants()
+        if until is None:
+            assert e.kv.num_used_blocks == 0
+    t = out.transfers
+    sent = t.transfers > 0
+    assert (t.transfer_end_s[sent] >= t.decode_blocks_s[sent]).all()
+    assert (t.decode_blocks_s[sent] >= t.prefill_end_s[sent]).all()
+    r = out.outcome.records
+    done = np.isfinite(r.first_token_s)
+    assert (r.first_scheduled_s[done] >= r.arrival_s[done]).all()
+    assert (t.prefill_end_s[done] >= r.first_scheduled_s[done]).all()
+    assert (t.transfer_end_s[done] <= r.first_token_s[done]).all()
