@@ -130,7 +130,7 @@ def simulate_disagg(
     tally = check_disagg_conservation(result, prefill, decode)
     requests = requests_frame(result.outcome.records, workload.priority)
     requests = with_transfers(requests, result.transfers.columns())
-    steps = steps_frame(logs, len(prefill))
+    steps = steps_frame(logs)
     itl = merged([e.scheduler.itl for e in (*prefill, *decode)])
     measured = requests[requests["request_id"] >= workload.warmup] if workload.warmup else requests
     summary = bench_summary(measured, itl)
@@ -183,7 +183,8 @@ def with_transfers(requests: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return df
 
 
-def steps_frame(logs: dict[str, StepLog], num_prefill: int) -> pd.DataFrame:
+def steps_frame(logs: dict[str, StepLog]) -> pd.DataFrame:
+    """Both pools' steps, prefill first, with a `pool` column."""
     frames = []
     for name in POOLS:
         f = logs[name].frame()

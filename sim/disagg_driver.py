@@ -110,7 +110,9 @@ def run_disagg(
     pending: dict[int, deque[_Pending]] = {e.replica: deque() for e in decode}
     links = {e.replica: _Link() for e in (*prefill, *decode)}
     wake = {e.replica: env.event() for e in (*prefill, *decode)}
-    state = {"sent": 0, "ended": 0, "next": 0}
+    state = {"sent": 0, "ended": 0, "handed": 0}
+    limit = workload.concurrency  # requests in flight at most (closed loop), or None
+    slot_freed = [env.event()]
     all_done = env.event()
     max_len = min(e.max_model_len for e in decode)
 
@@ -122,11 +124,12 @@ def run_disagg(
         if state["ended"] == total and not all_done.triggered:
             all_done.succeed()
 
-    def pick(engines: list[Engine], extra=None) -> Engine:
+    def pick(engines: list[Engine], turn: int, extra=None) -> Engine:
+        """The router's replica for the `turn`-th request this pool gets."""
         if len(engines) == 1:
             return engines[0]
         if router == "round_robin":
-            return engines[state["sent"] % len(engines)]
+            return engines[turn % len(engines)]
         if router == "least_outstanding":
             return min(engines, key=lambda e: (_outstanding(e, extra), e.replica))
         return min(engines, key=lambda e: (_load(e, extra), e.replica))
@@ -135,24 +138,27 @@ def run_disagg(
         state["ended"] += 1
         records.record(req)
         in_flight.pop(req.request_id, None)
+        if not slot_freed[0].triggered:
+            slot_freed[0].succeed()
+            slot_freed[0] = env.event()
         if progress is not None:
             progress(now, state["ended"], total)
         check_done()
 
     def arrivals():
-        while state["next"] < total:
-            i = state["next"]
+        for i in range(total):
+            while limit is not None and len(in_flight) >= limit:  # --max-concurrency
+                yield slot_freed[0]
             send_s = float(workload.arrival_s[i])
             if send_s > env.now:
                 yield env.timeout(send_s - env.now)
-            state["next"] += 1
             req = workload.request(i)
             req.arrival_s = env.now
             copy = Request(
                 req.request_id, env.now, req.prompt_len, 1, req.content_ids,
                 req.content_block_tokens, req.priority, req.first_private_id,
             )  # fmt: skip
-            engine = pick(prefill)
+            engine = pick(prefill, state["sent"])
             state["sent"] += 1
             t.prefill_replica[i] = engine.replica
             records.replica[i] = engine.replica
@@ -202,7 +208,8 @@ def run_disagg(
                 req.num_preemptions = copy.num_preemptions
                 t.prefills[copy.request_id] += 1
                 t.prefill_end_s[copy.request_id] = env.now
-                target = pick(decode, pending)
+                target = pick(decode, state["handed"], pending)
+                state["handed"] += 1
                 t.decode_replica[copy.request_id] = target.replica
                 records.replica[copy.request_id] = target.replica
                 pending[target.replica].append(

@@ -316,3 +316,16 @@ def test_any_deployment_conserves_requests_and_blocks(
     assert (r.first_scheduled_s[done] >= r.arrival_s[done]).all()
     assert (t.prefill_end_s[done] >= r.first_scheduled_s[done]).all()
     assert (t.transfer_end_s[done] <= r.first_token_s[done]).all()
+
+
+def test_closed_loop_keeps_the_concurrency():
+    cfg = disagg_cfg(workload={"kind": "closed_loop", "concurrency": 8, "num_requests": 60,
+                               "rate": None})  # fmt: skip
+    r = simulate_disagg(cfg)
+    df = r.requests
+    assert r.summary["completed"] == 60
+    # at every send, at most 8 requests are in flight (sent, not finished)
+    starts, ends = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()
+    in_flight = [((starts <= s) & (ends > s)).sum() for s in starts]
+    assert max(in_flight) == 8
+    assert (starts[8:] > 0).all()  # the ninth request waited for a slot
