@@ -76,7 +76,7 @@ def verdict(margins: list[float], confidence: float) -> tuple[str, float, float]
 
 
 def settle(p, run, cfg: SimConfig, targets: dict, seeds: int, max_seeds: int, confidence) -> None:
-    """Simulate probe `p` (anything with runs, verdict, mean_margin, half_width) as `cfg`
+    """Simulate probe `p` (a Seeded) as `cfg`
     with seeds cfg.seed, cfg.seed + 1, ... (`run(configs)` returns their summaries) until its
     verdict is clear or `max_seeds` are in, doubling the seeds each time. With one seed in all
     there is no interval: the margin decides."""
@@ -94,12 +94,11 @@ def settle(p, run, cfg: SimConfig, targets: dict, seeds: int, max_seeds: int, co
         want = min(max_seeds, want * 2)
 
 
-@dataclass
-class Probe:
-    """One rate (or replica count) tried: per-seed summaries and the verdict over them."""
+@dataclass(kw_only=True)
+class Seeded:
+    """Per-seed summaries of one configuration tried and the verdict over them (settle fills
+    them); scenario=capacity's and scenario=disagg's probes add what they vary."""
 
-    rate: float
-    replicas: int
     runs: list[dict] = field(default_factory=list)
     verdict: str = "unclear"
     mean_margin: float = math.nan
@@ -108,14 +107,27 @@ class Probe:
     def mean(self, key: str) -> float:
         return float(np.mean([r[key] for r in self.runs])) if self.runs else math.nan
 
-    def record(self) -> dict:
+    def verdict_record(self) -> dict:
         return {
-            "rate": self.rate,
-            "replicas": self.replicas,
             "seeds": len(self.runs),
             "verdict": self.verdict,
             "margin": self.mean_margin,
             "margin_half_width": self.half_width,
+        }
+
+
+@dataclass
+class Probe(Seeded):
+    """One rate (or replica count) tried."""
+
+    rate: float
+    replicas: int
+
+    def record(self) -> dict:
+        return {
+            "rate": self.rate,
+            "replicas": self.replicas,
+            **self.verdict_record(),
             "p99_ttft_ms": self.mean("p99_ttft_ms"),
             "p99_tpot_ms": self.mean("p99_tpot_ms"),
             "request_throughput": self.mean("request_throughput"),

@@ -18,17 +18,15 @@ import numpy as np
 import pandas as pd
 
 from sim.config import PoolConfig, SimConfig
-from sim.disagg_driver import check_disagg_conservation, run_disagg
+from sim.disagg_driver import TTFT_PARTS, check_disagg_conservation, run_disagg
 from sim.errors import UserError
 from sim.kv_transfer import Link, Pair, load_link
-from sim.metrics import StepLog, bench_summary, goodput, requests_frame, sim_figures
+from sim.metrics import StepLog, requests_frame, sim_figures
 from sim.records import merged
-from sim.run import RunResult, Setup, _bench_header
+from sim.run import RunResult, Setup, _bench_header, headline, requests_record
 from sim.workload import Workload, generate
 
 POOLS = ("prefill", "decode")
-# TTFT = queue + prefill + decode wait + transfer + first decode (sim/disagg_driver.py)
-TTFT_PARTS = ("queue", "prefill", "decode_wait", "transfer", "first_decode")
 
 
 def pool_config(cfg: SimConfig, pool: PoolConfig) -> SimConfig:
@@ -132,24 +130,11 @@ def simulate_disagg(
     requests = with_transfers(requests, result.transfers.columns())
     steps = steps_frame(logs)
     itl = merged([e.scheduler.itl for e in (*prefill, *decode)])
-    measured = requests[requests["request_id"] >= workload.warmup] if workload.warmup else requests
-    summary = bench_summary(measured, itl)
-    if targets := cfg.slo.targets():
-        summary |= goodput(measured, summary["duration"], targets)
-        summary["slo"] = {f"{m}_ms": v for m, v in targets.items()}
+    summary, measured, window = headline(cfg, workload, requests, itl)
     dec = pools.decode
     outcome = result.outcome
-    statuses = requests["status"].value_counts().to_dict()
-    finished, rejected = int(statuses.get("finished", 0)), int(statuses.get("rejected", 0))
     summary["sim"] = sim_figures(logs["decode"], requests, dec.memory.num_blocks) | {
-        "requests": len(requests),
-        "warmup_requests": workload.warmup,
-        "throughput_window_s": None,
-        "finished": finished,
-        "rejected": rejected,
-        "unfinished_at_time_limit": len(requests) - finished - rejected,
-        "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
-        "conservation": tally,
+        **requests_record(requests, workload, window, outcome, tally),
         **dec.pricing.record(),
         "workload": workload.description,
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in decode),

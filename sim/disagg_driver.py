@@ -34,6 +34,7 @@ from sim.records import STATUS_CODE, RequestRecords
 from sim.request import Request, Status
 from sim.workload import Workload
 
+TTFT_PARTS = ("queue", "prefill", "decode_wait", "transfer", "first_decode")  # in order
 TRANSFER_COLUMNS = (
     "prefill_replica",
     "decode_replica",
@@ -84,13 +85,6 @@ class DisaggOutcome:
     transfers: Transfers
 
 
-class _Link:
-    __slots__ = ("free_s",)
-
-    def __init__(self):
-        self.free_s = -math.inf
-
-
 def run_disagg(
     workload: Workload,
     prefill: list[Engine],
@@ -108,7 +102,7 @@ def run_disagg(
     t = Transfers(total)
     in_flight: dict[int, Request] = {}  # sent and not ended: the decode-side request
     pending: dict[int, deque[_Pending]] = {e.replica: deque() for e in decode}
-    links = {e.replica: _Link() for e in (*prefill, *decode)}
+    link_free_s = {e.replica: -math.inf for e in (*prefill, *decode)}  # each replica's NICs
     wake = {e.replica: env.event() for e in (*prefill, *decode)}
     state = {"sent": 0, "ended": 0, "handed": 0}
     limit = workload.concurrency  # requests in flight at most (closed loop), or None
@@ -138,7 +132,8 @@ def run_disagg(
         state["ended"] += 1
         records.record(req)
         in_flight.pop(req.request_id, None)
-        if not slot_freed[0].triggered:
+        if limit is not None and not slot_freed[0].triggered:  # an event only when one waits
+            # for it: a pending event would cut the decode replicas' fast-forward horizon
             slot_freed[0].succeed()
             slot_freed[0] = env.event()
         if progress is not None:
@@ -230,16 +225,16 @@ def run_disagg(
             i = p.req.request_id
             t.decode_blocks_s[i] = env.now
             plan = pair.plan(tokens)
-            src, dst = links[p.source.replica], links[engine.replica]
+            src, dst = p.source.replica, engine.replica
             # layer by layer, blocks found at once were reserved when the prefill began
             waited = env.now > p.step_end_s
             ready = env.now if waited or not layerwise else -math.inf
             start, end = transfer_window(
-                plan, max(src.free_s, dst.free_s), ready, p.step_start_s, p.step_end_s,
+                plan, max(link_free_s[src], link_free_s[dst]), ready, p.step_start_s, p.step_end_s,
                 min(1.0, p.last_step_tokens / plan.tokens) if plan.tokens else 1.0,
                 num_layers, layerwise,
             )  # fmt: skip
-            src.free_s = dst.free_s = end - plan.latency_s
+            link_free_s[src] = link_free_s[dst] = end - plan.latency_s
             t.transfer_start_s[i], t.transfer_end_s[i] = start, end
             t.kv_transfer_tokens[i], t.kv_transfer_bytes[i] = plan.tokens, plan.bytes_total
             env.process(arrive(p, engine, end - env.now))

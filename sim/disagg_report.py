@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.disagg_driver import TTFT_PARTS as PARTS
 from sim.html_report import write_report
 from sim.outputs import atomic_write, write_json
 from sim.report import _save, _table, plot_latency_cdfs, plt
 
-PARTS = ("queue", "prefill", "decode_wait", "transfer", "first_decode")
 PART_LABELS = {
     "queue": "queued for prefill",
     "prefill": "prefill",

@@ -16,18 +16,15 @@ the same rate and SLOs: what disaggregation saves, or costs.
 
 from __future__ import annotations
 
-import math
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-import numpy as np
-
-from sim.capacity import OPEN_LOOP, settle
+from sim.capacity import OPEN_LOOP, Seeded, settle
 from sim.config import SimConfig
+from sim.disagg_driver import TTFT_PARTS as PARTS
 from sim.errors import UserError
 
-PARTS = ("queue", "prefill", "decode_wait", "transfer", "first_decode")
 KEYS = (
     "p99_ttft_ms",
     "p99_tpot_ms",
@@ -59,27 +56,19 @@ def _summary(cfg: SimConfig) -> dict:
 
 
 @dataclass
-class Probe:
+class Probe(Seeded):
+    """One split tried at the rate."""
+
     prefill: int
     decode: int
     gpus: int
-    runs: list[dict] = field(default_factory=list)
-    verdict: str = "unclear"
-    mean_margin: float = math.nan
-    half_width: float = math.nan
-
-    def mean(self, key: str) -> float:
-        return float(np.mean([r[key] for r in self.runs])) if self.runs else math.nan
 
     def record(self) -> dict:
         out = {
             "prefill_replicas": self.prefill,
             "decode_replicas": self.decode,
             "gpus": self.gpus,
-            "seeds": len(self.runs),
-            "verdict": self.verdict,
-            "margin": self.mean_margin,
-            "margin_half_width": self.half_width,
+            **self.verdict_record(),
         }
         keys = KEYS
         out |= {k: self.mean(k) for k in keys}

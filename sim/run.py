@@ -314,29 +314,9 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
     else:
         steps = log.frame()
     itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
-    measured = requests[requests["request_id"] >= workload.warmup] if workload.warmup else requests
-    summary = bench_summary(measured, itl)
-    if targets := cfg.slo.targets():
-        summary |= goodput(measured, summary["duration"], targets)
-        summary["slo"] = {f"{m}_ms": v for m, v in targets.items()}
-    window = None
-    if workload.warmup and workload.concurrency:
-        full = full_loop_throughputs(requests, workload.warmup)
-        if full is not None:
-            window = full.pop("window_s")
-            summary |= full
-    statuses = requests["status"].value_counts().to_dict()
+    summary, _, window = headline(cfg, workload, requests, itl)
     summary["sim"] = sim_figures(log, requests, setup.memory.num_blocks) | {
-        "requests": len(requests),
-        "warmup_requests": workload.warmup,
-        "throughput_window_s": window,
-        "finished": int(statuses.get("finished", 0)),
-        "rejected": int(statuses.get("rejected", 0)),
-        "unfinished_at_time_limit": len(requests)
-        - int(statuses.get("finished", 0))
-        - int(statuses.get("rejected", 0)),
-        "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
-        "conservation": tally,
+        **requests_record(requests, workload, window, outcome, tally),
         **setup.pricing.record(),
         "workload": workload.description,
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
@@ -354,6 +334,41 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
                           strict=True))  # fmt: skip
         phases = phase_log.frame(finish)
     return RunResult(setup, workload, requests, steps, summary, itl, phases, streamed)
+
+
+def headline(cfg: SimConfig, workload: Workload, requests: pd.DataFrame, itl):
+    """The bench fields over the measured requests (warm-up ones left out), goodput under the
+    SLOs set, and a closed loop's full-loop throughputs: (summary, measured requests, the
+    full-loop window or None)."""
+    measured = requests[requests["request_id"] >= workload.warmup] if workload.warmup else requests
+    summary = bench_summary(measured, itl)
+    if targets := cfg.slo.targets():
+        summary |= goodput(measured, summary["duration"], targets)
+        summary["slo"] = {f"{m}_ms": v for m, v in targets.items()}
+    window = None
+    if workload.warmup and workload.concurrency:
+        full = full_loop_throughputs(requests, workload.warmup)
+        if full is not None:
+            window = full.pop("window_s")
+            summary |= full
+    return summary, measured, window
+
+
+def requests_record(requests: pd.DataFrame, workload: Workload, window, outcome, tally) -> dict:
+    """summary.json `sim`'s account of the requests: how many ended how, the time limit, the
+    conservation tally."""
+    statuses = requests["status"].value_counts().to_dict()
+    finished, rejected = int(statuses.get("finished", 0)), int(statuses.get("rejected", 0))
+    return {
+        "requests": len(requests),
+        "warmup_requests": workload.warmup,
+        "throughput_window_s": window,
+        "finished": finished,
+        "rejected": rejected,
+        "unfinished_at_time_limit": len(requests) - finished - rejected,
+        "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
+        "conservation": tally,
+    }
 
 
 def _offload_record(engines) -> dict | None:
