@@ -162,7 +162,7 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
     """Simulate one workload in this process, outputs off (the simulation alone is timed).
     With `split`, also time the steps simulated one at a time and the fast-forwarded runs."""
     from sim.config import SimConfig
-    from sim.run import simulate
+    from sim.run.simulate import simulate
 
     data = CONFIGS[name](work) | {"output": {"report": False, "progress": False}}
     cfg = SimConfig.from_mapping(data)
@@ -191,7 +191,7 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
 
 def _split_timers() -> dict:
     """Wrap Engine.step and fast_forward with timers (for --split)."""
-    import sim.engine as engine_module
+    import sim.run.engine as engine_module
 
     timers = {k: {"n": 0, "s": 0.0} for k in ("step", "run", "step_in_run")}
     step, forward = engine_module.Engine.step, engine_module.fast_forward

@@ -247,7 +247,7 @@ class PoolConfig:
 
 @dataclass(frozen=True, slots=True)
 class DisaggConfig:
-    """Disaggregated prefill/decode (sim/disagg.py): a prefill pool computes each prompt, sends
+    """Disaggregated prefill/decode (sim/run/disagg.py): a prefill pool computes each prompt, sends
     its KV cache over `link` to a decode pool, which generates the answer. scenario=disagg
     searches the pool sizes."""
 
@@ -268,7 +268,8 @@ class DisaggConfig:
 
 @dataclass(frozen=True, slots=True)
 class TeachConfig:
-    """scenario=teach_*: one mechanism, two runs one setting apart (sim/teach.py)."""
+    """scenario=teach_*: one mechanism, two runs one setting apart
+    (sim/scenarios/teach/lessons.py)."""
 
     lesson: str = "static_vs_continuous"
     long_prompts: int = _requests(3, min=1)  # chunked_prefill: long prompts among the traffic

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from sim.config import SimConfig
-from sim.cost_profile import CostProfile
-from sim.driver import run_loop
-from sim.metrics import StepLog
+from sim.cost.prior import CostProfile
 from sim.paths import SHARED_DATA_DIR
-from sim.run import Setup
-from sim.workload import generate
+from sim.run.driver import run_loop
+from sim.run.metrics import StepLog
+from sim.run.setup import Setup
+from sim.workload.generate import generate
 
 # Every file a run writes into its run dir (besides .hydra/).
 RUN_FILES = (
@@ -88,12 +88,12 @@ def run_plain(cfg: SimConfig, check_every_step: bool = False):
 
 
 def run_task_into(out: Path, monkeypatch, overrides) -> dict:
-    """`python -m sim OVERRIDES hydra.run.dir=OUT` in this process: sim.__main__.run_task on
+    """`python -m sim OVERRIDES hydra.run.dir=OUT` in this process: the runner's run_task on
     the composed config, with what it reads of HydraConfig stubbed to a single run into out."""
     from hydra.types import RunMode
 
-    from sim.__main__ import run_task
     from sim.cli import compose_config
+    from sim.scenarios.runner import run_task
 
     cfg = compose_config(list(overrides))
 
@@ -104,5 +104,5 @@ def run_task_into(out: Path, monkeypatch, overrides) -> dict:
         runtime = _Runtime()
         mode = RunMode.RUN
 
-    monkeypatch.setattr("sim.__main__.HydraConfig.get", lambda: _Hydra())
+    monkeypatch.setattr("sim.scenarios.runner.HydraConfig.get", lambda: _Hydra())
     return run_task(cfg)

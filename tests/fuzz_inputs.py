@@ -34,19 +34,19 @@ import pandas as pd
 import yaml
 from hypothesis import strategies as st
 
-from sim.bench_results import BENCH_METRICS, bench_metrics, measured_requests
-from sim.cases import load_cases
+from sim.calibrate.kernel_tables import read_tables
+from sim.calibrate.observations import COLUMNS
 from sim.config import MAX_TOKENS, SimConfig
 from sim.errors import UserError
-from sim.hardware import load_hardware
-from sim.importers import bench_json as importer_bench_json
-from sim.importers import guidellm, silicon, write_cases
-from sim.kernel_tables import read_tables
-from sim.model import Attention
-from sim.model_config import load_model
-from sim.observations import COLUMNS
 from sim.paths import HARDWARE_DIR, MODEL_CATALOG_DIR
-from sim.traces import load_trace
+from sim.scenarios.validate.cases import load_cases
+from sim.scenarios.validate.importers import bench_json as importer_bench_json
+from sim.scenarios.validate.importers import guidellm, silicon, write_cases
+from sim.specs.hardware import load_hardware
+from sim.specs.model import Attention
+from sim.specs.model_config import load_model
+from sim.workload.bench_results import BENCH_METRICS, bench_metrics, measured_requests
+from sim.workload.traces import load_trace
 
 HANG_S = 20.0  # a parse of a file of a few kB that takes this long is a hang
 

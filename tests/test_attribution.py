@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.attribution import EXACT_LIMIT, Memo, minimal_set, one_at_a_time, shapley, subsets_needed
+from sim.scenarios.upgrade_diff.attribution import (
+    EXACT_LIMIT,
+    Memo,
+    minimal_set,
+    one_at_a_time,
+    shapley,
+    subsets_needed,
+)
 
 
 def additive(weights):

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.calibrate import Source, calibrate_gpu
-from sim.cost_profile import CostProfile
-from sim.gpu_profile import GpuProfile
-from sim.hardware import load_hardware
-from sim.kernels import AttentionShape, CommTable
-from sim.roofline import decode_shape, gemm_shape
-from sim.surface import Surface, grid
+from sim.calibrate.gpu import Source, calibrate_gpu
+from sim.cost.kernels import AttentionShape, CommTable
+from sim.cost.prior import CostProfile
+from sim.cost.profiles import GpuProfile
+from sim.cost.roofline import decode_shape, gemm_shape
+from sim.cost.surface import Surface, grid
+from sim.specs.hardware import load_hardware
 
 HW = load_hardware("h100-sxm")
 DEVICE = "NVIDIA H100 80GB HBM3"

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from sim.capacity import Search, cost_figures, margin, run_capacity, verdict
 from sim.errors import UserError
-from sim.hardware import load_hardware
+from sim.scenarios.capacity.search import Search, cost_figures, margin, run_capacity, verdict
+from sim.specs.hardware import load_hardware
 from tests.conftest import config, run_plain
 
 
@@ -46,7 +46,7 @@ def test_constant_arrivals_find_the_hand_computed_rate():
     end. With a TTFT target above D, the capacity is 1/D; below D, nothing meets it."""
     d = service_time_s()
     cfg = one_at_a_time("constant", 200, 1.5 * d * 1e3, tolerance=0.001, max_probes=40)
-    out = run_capacity(cfg)
+    out = run_capacity(cfg).summary
     assert out["saturated_rate"] == pytest.approx(1.0 / d, rel=1e-9)
     assert not out["noise_limited"] and out["stopped_by"] == "tolerance"
     assert (1 - 0.001) / d <= out["capacity_rate"] < 1.0 / d
@@ -54,7 +54,7 @@ def test_constant_arrivals_find_the_hand_computed_rate():
     assert out["p99_ttft_ms_at_capacity"] == pytest.approx(d * 1e3, rel=1e-9)
     verdicts = {p["verdict"] for p in out["probes"]}
     assert verdicts == {"meets", "overloaded"}
-    too_tight = run_capacity(one_at_a_time("constant", 200, 0.9 * d * 1e3))
+    too_tight = run_capacity(one_at_a_time("constant", 200, 0.9 * d * 1e3)).summary
     assert too_tight["capacity_rate"] == 0.0
     assert too_tight["stopped_by"] == "no rate meets the SLOs"
 
@@ -86,7 +86,7 @@ def test_poisson_arrivals_find_the_md1_capacity():
     expected = optimize.brentq(lambda r: md1_p99_wait(r, d) + d - s, 0.05 / d, 0.9 / d)
     assert 0.5 < expected * d < 0.8  # a moderate load, where the p99 is well estimated
     cfg = one_at_a_time("poisson", 10_000, s * 1e3, seeds=3, max_seeds=6, tolerance=0.02)
-    out = run_capacity(cfg)
+    out = run_capacity(cfg).summary
     # the answer is a bracket: the highest rate shown to meet, the lowest shown to miss; the
     # theory's rate lies in it (2% of slack for the p99 of a finite run), and it is narrow
     lo, hi = out["capacity_rate"], out["capacity_rate_upper"]
@@ -102,7 +102,7 @@ def test_replicas_for_a_rate():
     rate = 3.5 / d
     cfg = one_at_a_time("constant", 800, 1.5 * d * 1e3, rate=rate)
     cfg = replace(cfg, parallel=replace(cfg.parallel, router="round_robin"))
-    out = run_capacity(cfg)
+    out = run_capacity(cfg).summary
     assert out["mode"] == "replicas"
     assert out["replicas"] == math.ceil(rate * d) == 4
     assert out["gpus"] == 4

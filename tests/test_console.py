@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import sim.console as console
-from sim.run import simulate
+import sim.report.console as console
+from sim.run.simulate import simulate
 from tests.conftest import config
 
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.config import SimConfig
-from sim.context_table import DENSE_TOKENS, PAGE_TOKENS, ContextTable
-from sim.run import Setup
+from sim.cost.context_table import DENSE_TOKENS, PAGE_TOKENS, ContextTable
+from sim.run.setup import Setup
 
 
 @pytest.fixture(scope="module")

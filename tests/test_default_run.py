@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cli import check_overrides
-from sim.run import simulate
+from sim.run.simulate import simulate
 
 
 def test_default_rate_is_near_70_percent_of_capacity():

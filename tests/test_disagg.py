@@ -11,16 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.config import SimConfig
-from sim.disagg import TTFT_PARTS, Pools, simulate_disagg
-from sim.disagg_driver import check_disagg_conservation, run_disagg
 from sim.errors import UserError
-from sim.hardware import load_hardware
-from sim.kv_transfer import Link, Pair, load_link, transfer_window
-from sim.metrics import StepLog
-from sim.model_config import load_model
-from sim.request import Request
-from sim.scheduler import StepPlan
-from sim.workload import generate
+from sim.kv.transfer import Pair, transfer_window
+from sim.run.disagg import TTFT_PARTS, Pools, simulate_disagg
+from sim.run.disagg_driver import check_disagg_conservation, run_disagg
+from sim.run.metrics import StepLog
+from sim.schedulers.base import StepPlan
+from sim.specs.hardware import load_hardware
+from sim.specs.links import Link, load_link
+from sim.specs.model_config import load_model
+from sim.workload.generate import generate
+from sim.workload.request import Request
 
 IB = Link("ib", "test", 50e9, 10e-6)
 
@@ -153,7 +154,7 @@ def test_conservation_across_pools_and_kv_freed_in_both():
 
 def test_conservation_check_finds_kv_never_freed(monkeypatch):
     cfg = disagg_cfg(workload={"num_requests": 20})
-    monkeypatch.setattr("sim.scheduler.SchedulerBase.release",
+    monkeypatch.setattr("sim.schedulers.base.SchedulerBase.release",
                         lambda self, req: self.sending.pop(req.request_id))  # fmt: skip
     out, prefill, decode = _run(cfg)
     with pytest.raises(RuntimeError, match="conservation violated"):
@@ -219,7 +220,7 @@ def test_refusals():
     with pytest.raises(UserError, match=r"disagg\.decode pool"):
         # 70B fits 4 H100s, not the decode pool's one
         Pools.from_config(disagg_cfg(model="llama-3.1-70b", disagg={"prefill": {"tp": 4}}))
-    from sim.capacity import check as capacity_check
+    from sim.scenarios.capacity.search import check as capacity_check
 
     with pytest.raises(UserError, match="scenario=disagg"):
         capacity_check(disagg_cfg(slo={"ttft_ms": 1000}, capacity={"rate": 5.0}))
@@ -228,7 +229,7 @@ def test_refusals():
 
 
 def test_search_finds_the_fewest_gpus():
-    from sim.disagg_search import run_disagg_search
+    from sim.scenarios.disagg.search import run_disagg_search
 
     cfg = disagg_cfg(
         task="disagg",
@@ -237,7 +238,7 @@ def test_search_finds_the_fewest_gpus():
         slo={"ttft_ms": 300, "tpot_ms": 30},
         disagg={"max_replicas": 4, "colocated": False, "seeds": 1, "max_seeds": 1, "jobs": 1},
     )  # fmt: skip
-    s = run_disagg_search(cfg)
+    s = run_disagg_search(cfg).summary
     best = s["best"]
     assert best is not None and best["verdict"] == "meets"
     meeting = [p for p in s["probes"] if p["verdict"] == "meets"]

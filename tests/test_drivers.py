@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.driver import check_conservation, run_loop, run_simpy
-from sim.metrics import StepLog
-from sim.run import Setup, simulate
-from sim.workload import generate
+from sim.run.driver import check_conservation, run_loop, run_simpy
+from sim.run.metrics import StepLog
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.workload.generate import generate
 from tests.conftest import config
 
 
@@ -102,7 +103,7 @@ def test_data_parallel_replicas_share_the_load():
 
 def test_time_limit_reports_unfinished_requests():
     cfg = config(workload={"num_requests": 200, "rate": 100.0}, max_sim_time_s=1.0)
-    from sim.run import simulate
+    from sim.run.simulate import simulate
 
     result = simulate(cfg)
     sim = result.summary["sim"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost import CostModel
-from sim.hardware import load_hardware
-from sim.kernels import KernelPricer
-from sim.model_config import load_model
-from sim.profiles import resolve
-from sim.scheduler import StepPlan
-from sim.surface import Surface, grid
+from sim.cost.kernels import KernelPricer
+from sim.cost.step import CostModel
+from sim.cost.surface import Surface, grid
+from sim.engines.resolve import resolve
+from sim.schedulers.base import StepPlan
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
 from tests.conftest import unit_profile
 
 H100 = load_hardware("h100-sxm")
@@ -139,8 +139,8 @@ def test_a_chunk_after_cached_tokens_takes_a_measured_prefills_efficiency():
     """The prefill tables start from an empty cache; a 512-token chunk after 8,000 cached
     tokens is priced with the efficiency of the measured prefill whose queries see as many
     keys, not by extrapolating the surface off the measured shapes."""
-    from sim.gpu_profile import GpuProfile
-    from sim.kernels import AttentionShape
+    from sim.cost.kernels import AttentionShape
+    from sim.cost.profiles import GpuProfile
     from sim.paths import CALIBRATION_DIR
 
     profile = GpuProfile.load(CALIBRATION_DIR / "profiles" / "h100-sxm.json")
@@ -156,8 +156,8 @@ def test_a_chunk_after_cached_tokens_takes_a_measured_prefills_efficiency():
 def test_a_weight_format_one_family_lacks_comes_from_another_family():
     """H100's vLLM 0.14 tables have no fp4 MoE; its 0.24 tables do: a measured neighbour
     beats the roofline prior."""
-    from sim.cost_profile import CostProfile
-    from sim.gpu_profile import choose_pricer
+    from sim.cost.prior import CostProfile
+    from sim.cost.profiles import choose_pricer
 
     hw = load_hardware("h100-sxm")
     choice = choose_pricer(hw, "auto", CostProfile.load("prior"), "vllm", "0.12.0")

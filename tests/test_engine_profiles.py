@@ -1,15 +1,15 @@
 """Golden resolution table: (engine version, GPU, entry point, model) -> settings, from the
 facts in ../shared/reference/engine-defaults.md as corrected against each release's source
-(sim/vllm_profile.py, sim/sglang_profile.py and sim/trtllm_profile.py name the files)."""
+(sim/engines/vllm.py, sim/engines/sglang.py and sim/engines/trtllm.py name the files)."""
 
 from __future__ import annotations
 
 import pytest
 
+from sim.engines.resolve import ENGINES, parse_engine_spec, resolve
 from sim.errors import UserError
-from sim.hardware import load_hardware
-from sim.model_config import load_model
-from sim.profiles import ENGINES, parse_engine_spec, resolve
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
 
 # (spec, hardware, entry point, model, overrides, expected settings)
 GOLDEN = [

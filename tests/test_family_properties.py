@@ -7,11 +7,11 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from sim.driver import check_conservation, run_loop, run_simpy
-from sim.metrics import StepLog
-from sim.request import Status
-from sim.run import Setup
-from sim.workload import generate
+from sim.run.driver import check_conservation, run_loop, run_simpy
+from sim.run.metrics import StepLog
+from sim.run.setup import Setup
+from sim.workload.generate import generate
+from sim.workload.request import Status
 from tests.conftest import config
 from tests.test_scheduler import tiny_engine
 

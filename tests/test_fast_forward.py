@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from sim.config import SimConfig
-from sim.driver import run_loop
-from sim.metrics import StepLog
-from sim.run import Setup
-from sim.workload import generate
+from sim.run.driver import run_loop
+from sim.run.metrics import StepLog
+from sim.run.setup import Setup
+from sim.workload.generate import generate
 from tests.conftest import RUN_FILES
 from tests.test_determinism import _run
 
@@ -89,7 +89,7 @@ def test_plain_loop_fast_forwards_the_same():
 @pytest.mark.parametrize("small", [0, 10**9])
 def test_both_ways_of_pricing_a_run_agree(small, tmp_path, monkeypatch):
     """Runs priced in one numpy call (small=0) or step by step in Python (all runs small)."""
-    monkeypatch.setattr("sim.fast_forward.PYTHON_ROWS", small)
+    monkeypatch.setattr("sim.run.fast_forward.PYTHON_ROWS", small)
     common = ["output.report=false", "workload.num_requests=120", "scenario=multi_turn"]
     step = _run(tmp_path, "step", monkeypatch, *common, "fast_forward=false")
     jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.bench_results import measured_requests
-from sim.cases import load_cases
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.hardware import load_hardware
-from sim.model_config import load_model
-from sim.traces import load_trace
+from sim.scenarios.validate.cases import load_cases
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
+from sim.workload.bench_results import measured_requests
+from sim.workload.traces import load_trace
 from tests.fuzz_inputs import PARSERS, STRATEGIES, run
 from tests.test_cli import sim
 

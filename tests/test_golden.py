@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost import CostModel
-from sim.hardware import load_hardware
-from sim.kernels import KernelPricer
-from sim.model_config import load_model
-from sim.profiles import resolve
+from sim.cost.kernels import KernelPricer
+from sim.cost.step import CostModel
+from sim.engines.resolve import resolve
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
 from tests.conftest import unit_profile
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.metrics import goodput
-from sim.run import simulate
+from sim.run.metrics import goodput
+from sim.run.simulate import simulate
 from tests.conftest import config
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sim.cli import check_overrides
-from sim.kernel_check import run_kernel_check
+from sim.scenarios.kernel_check import run_kernel_check
 from tests.conftest import shared_data
 
 

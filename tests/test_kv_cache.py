@@ -7,9 +7,9 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from sim.block_pool import BlockPool
-from sim.kv_cache import KVCacheManager, cdiv
-from sim.request import Request
+from sim.kv.block_pool import BlockPool
+from sim.kv.manager import KVCacheManager, cdiv
+from sim.workload.request import Request
 
 
 def req(rid: int, ids: list[int], prompt_len: int, block: int, max_out: int = 4) -> Request:

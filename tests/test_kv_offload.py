@@ -8,9 +8,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.errors import UserError
-from sim.kv_offload import OffloadTiers
-from sim.run import Setup, simulate
-from sim.scheduler import StepPlan
+from sim.kv.offload import OffloadTiers
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.schedulers.base import StepPlan
 from tests.conftest import config, run_plain
 
 MULTI_TURN = {

@@ -13,13 +13,13 @@ import pytest
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.long_context import (
+from sim.scenarios.long_context.arithmetic import (
     flops_crossover_tokens,
     kv_bytes_sequence_per_gpu,
     max_context_tokens,
     prefill_flops,
 )
-from sim.long_context_run import (
+from sim.scenarios.long_context.runs import (
     Context,
     chunk_tokens,
     fit_for_simulation,
@@ -29,8 +29,8 @@ from sim.long_context_run import (
     simulate_run,
     with_long_request,
 )
-from sim.long_context_study import run_long_context
-from sim.model_config import load_model, model_names
+from sim.scenarios.long_context.study import run_long_context
+from sim.specs.model_config import load_model, model_names
 
 GIB = 2**30
 M = 1_048_576
@@ -178,7 +178,7 @@ def test_nothing_fits_is_said_plainly():
     cfg = config(hardware="rtx-4090", long_context={"prompt_tokens": 1 << 27})
     s = run_long_context(cfg).summary
     assert not s["fits"] and s["min_gpus_to_fit"] is None and not s["simulated"]
-    from sim.long_context_text import memory_sentence
+    from sim.scenarios.long_context.text import memory_sentence
 
     assert "No configuration" in memory_sentence(s)
 
@@ -246,7 +246,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 def test_co_tenants_are_the_same_requests_with_and_without():
     bg = np.array([0.0, 1.0, 2.0, 3.0])
-    from sim.workload import Workload
+    from sim.workload.generate import Workload
 
     w = Workload(bg, np.full(4, 100), np.full(4, 10), np.arange(1, 33), np.arange(0, 40, 8)[:5],
                  16, None, "four")  # fmt: skip

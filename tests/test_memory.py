@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from sim.engines.resolve import resolve
 from sim.errors import UserError
-from sim.hardware import load_hardware
-from sim.memory import plan_memory
-from sim.model_config import load_model
-from sim.profiles import resolve
+from sim.kv.memory import plan_memory
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
 from tests.conftest import shared_data
 
 GIB = 2**30

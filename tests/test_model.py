@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sim.errors import UserError
-from sim.model import Attention
-from sim.model_config import load_model, model_names, spec_from_config
+from sim.specs.model import Attention
+from sim.specs.model_config import load_model, model_names, spec_from_config
 from tests.conftest import shared_data
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from sim.cli import compose_config, to_sim_config
-from sim.driver import check_conservation, run_simpy
-from sim.metrics import StepLog, requests_frame
-from sim.run import Setup
-from sim.workload import first_private_ids, generate
+from sim.run.driver import check_conservation, run_simpy
+from sim.run.metrics import StepLog, requests_frame
+from sim.run.setup import Setup
+from sim.workload.generate import first_private_ids, generate
 from tests.conftest import shared_data
 
 CASES = {

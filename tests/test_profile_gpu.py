@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sim.kernel_tables import read_tables
+from sim.calibrate.kernel_tables import read_tables
 from sim.paths import REPO_DIR
 
 SCRIPT = REPO_DIR / "calibration" / "profile_gpu.py"

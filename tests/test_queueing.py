@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.run import simulate
+from sim.run.simulate import simulate
 from tests.conftest import config, run_plain
 
 

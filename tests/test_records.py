@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics import PERCENTILES
-from sim.records import ItlLog, merged, weighted_stats
+from sim.run.metrics import PERCENTILES
+from sim.workload.records import ItlLog, merged, weighted_stats
 
 gap_lists = st.lists(
     st.lists(st.sampled_from([0.004, 0.0125, 0.0125, 0.031, 0.25]), max_size=12), max_size=8
@@ -45,7 +45,7 @@ def test_a_step_of_equal_gaps_is_one_pair():
 
 def test_unmeasured_requests_leave_no_gaps():
     from sim.config import SimConfig
-    from sim.run import simulate
+    from sim.run.simulate import simulate
 
     data = {
         "cost_profile": "prior",

@@ -15,16 +15,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import sim.metrics
-import sim.upgrade
+import sim.run.metrics
+import sim.scenarios.upgrade_diff.mixtures
 from sim.cli import compose_config, to_sim_config
-from sim.driver import check_conservation, run_simpy
 from sim.errors import UserError
-from sim.metrics import StepLog
-from sim.outputs import INCOMPLETE
-from sim.run import Setup, simulate
-from sim.upgrade_diff import run_upgrade_diff
-from sim.workload import generate
+from sim.run.driver import check_conservation, run_simpy
+from sim.run.metrics import StepLog
+from sim.run.outputs import INCOMPLETE
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.scenarios.upgrade_diff.study import run_upgrade_diff
+from sim.workload.generate import generate
 from tests.conftest import config, run_task_into
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,7 +115,7 @@ def test_conservation_catches_a_lost_request():
 
 
 def test_streamed_steps_equal_the_steps_held_in_memory(tmp_path, monkeypatch):
-    monkeypatch.setattr(sim.metrics, "STEP_CHUNK_ROWS", 300)  # many row groups
+    monkeypatch.setattr(sim.run.metrics, "STEP_CHUNK_ROWS", 300)  # many row groups
     cfg = config({"num_requests": 300, "rate": 30.0})
     held = simulate(cfg, run_dir=tmp_path / "held")
     streamed = simulate(
@@ -186,14 +187,14 @@ def test_interrupted_upgrade_diff_resumes_without_redoing_simulations(tmp_path, 
     ]  # fmt: skip
     cfg = to_sim_config(compose_config(overrides))
     ran = []
-    real = sim.upgrade.mixture_outcome
+    real = sim.scenarios.upgrade_diff.mixtures.mixture_outcome
 
     def counted(*args):
         ran.append(1)
         return real(*args)
 
-    monkeypatch.setattr(sim.upgrade, "mixture_outcome", counted)
-    fresh = run_upgrade_diff(cfg)
+    monkeypatch.setattr(sim.scenarios.upgrade_diff.mixtures, "mixture_outcome", counted)
+    fresh = run_upgrade_diff(cfg).summary
     total = len(ran)
     assert total == fresh["simulations_run"] > 10
 
@@ -209,7 +210,7 @@ def test_interrupted_upgrade_diff_resumes_without_redoing_simulations(tmp_path, 
     kept = len(list(cache.glob("*.json")))
     assert kept == len(ran) == 7
     ran.clear()
-    resumed = run_upgrade_diff(cfg, cache=cache)
+    resumed = run_upgrade_diff(cfg, cache=cache).summary
     assert len(ran) == total - kept  # only the simulations not done before
     for s in (fresh, resumed):
         s.pop("wall_time_s")
@@ -262,9 +263,9 @@ def test_a_long_streamed_run_holds_one_chunk_of_steps(tmp_path, monkeypatch):
     (plus one fast-forwarded run), and the file has every step."""
     import pyarrow.parquet as pq
 
-    from sim.fast_forward import MAX_RUN_STEPS
+    from sim.run.fast_forward import MAX_RUN_STEPS
 
-    monkeypatch.setattr(sim.metrics, "STEP_CHUNK_ROWS", 4096)
+    monkeypatch.setattr(sim.run.metrics, "STEP_CHUNK_ROWS", 4096)
     held = []
     flush = StepLog.flush
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim.cli import check_overrides, group_options
-from sim.run import simulate
+from sim.run.simulate import simulate
 
 
 @pytest.mark.parametrize("scenario", group_options("scenario"))

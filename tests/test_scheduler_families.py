@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import itertools
 
-from sim.engine import SCHEDULERS
-from sim.hardware import load_hardware
-from sim.kv_cache import KVCacheManager
-from sim.model_config import load_model
-from sim.profiles import resolve
-from sim.request import Request, Status
+from sim.engines.resolve import resolve
+from sim.kv.manager import KVCacheManager
+from sim.run.engine import SCHEDULERS
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
+from sim.workload.request import Request, Status
 
 _ids = itertools.count(1000)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim.engines.speculative import accepted
 from sim.errors import UserError
-from sim.run import Setup, simulate
-from sim.scheduler import StepPlan
-from sim.speculative import accepted
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.schedulers.base import StepPlan
 from tests.conftest import config
 
 PROMPT, OUTPUT, K = 512, 33, 3

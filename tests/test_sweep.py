@@ -12,7 +12,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim.sweep import DONE, PROGRESS, collect, progress_line, sweep_size, write_sweep_table
+from sim.scenarios.sweep.table import (
+    DONE,
+    PROGRESS,
+    collect,
+    progress_line,
+    sweep_size,
+    write_sweep_table,
+)
 
 
 def fake_run(root, name, overrides: list[str], summary: dict) -> None:
@@ -193,7 +200,7 @@ def known_table(slo=True) -> pd.DataFrame:
 
 
 def test_recommendation_names_the_winner_and_why():
-    from sim.sweep_report import rank_settings, recommend
+    from sim.scenarios.sweep.report import rank_settings, recommend
 
     frame = known_table()
     ranked = rank_settings(frame, "rate", ["max_num_batched_tokens"])
@@ -214,7 +221,7 @@ def test_recommendation_names_the_winner_and_why():
 
 
 def test_a_tie_goes_to_the_setting_with_room_to_spare():
-    from sim.sweep_report import recommend
+    from sim.scenarios.sweep.report import recommend
 
     frame = known_table()
     frame.loc[frame["max_num_batched_tokens"] == 8192, "request_goodput"] = frame.loc[
@@ -228,7 +235,7 @@ def test_a_tie_goes_to_the_setting_with_room_to_spare():
 
 
 def test_sweep_report_files(tmp_path):
-    from sim.sweep_report import write_sweep_report
+    from sim.scenarios.sweep.report import write_sweep_report
 
     out = write_sweep_report(tmp_path, known_table(), "max_num_batched_tokens=8192")
     assert out["recommendation"]["setting"] == "max_num_batched_tokens=2048"
@@ -247,7 +254,7 @@ def test_sweep_report_files(tmp_path):
 def test_pareto_front():
     import numpy as np
 
-    from sim.sweep_report import pareto_mask
+    from sim.scenarios.sweep.report import pareto_mask
 
     x = np.array([1.0, 2.0, 3.0, 2.0, 3.0])
     y = np.array([5.0, 3.0, 1.0, 4.0, 3.0])

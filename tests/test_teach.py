@@ -9,14 +9,21 @@ import sys
 import pytest
 
 from sim.cli import check_overrides
-from sim.teach import LESSONS, makespan, max_itl_ms, prefill_tokens, run_lesson, time_mean_batch
+from sim.scenarios.teach.lessons import (
+    LESSONS,
+    makespan,
+    max_itl_ms,
+    prefill_tokens,
+    run_lesson,
+    time_mean_batch,
+)
 from tests.test_timeline import check_html
 
 
 def lesson(name: str):
     (cfg,) = check_overrides([f"scenario=teach_{name}"])
     out = run_lesson(cfg)
-    return out["results"], out["lesson_sentence"]
+    return list(out.results), out.lesson_sentence
 
 
 def test_static_vs_continuous():

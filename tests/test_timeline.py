@@ -10,8 +10,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from sim.run import simulate
-from sim.timeline import PHASES, trace_events
+from sim.report.timeline import trace_events
+from sim.run.phases import PHASES
+from sim.run.simulate import simulate
 from tests.conftest import config
 
 PREEMPTING = {
@@ -167,7 +168,7 @@ def check_html(path) -> Checker:
 
 
 def test_report_html_is_self_contained(tmp_path):
-    from sim.html_report import write_report
+    from sim.report.html import write_report
 
     (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
     text = "# T\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n![plot](a.png)\n\n[csv](x.csv)\n"

@@ -10,8 +10,8 @@ import pytest
 
 from sim.config import WorkloadConfig
 from sim.errors import UserError
-from sim.traces import load_trace
-from sim.workload import generate
+from sim.workload.generate import generate
+from sim.workload.traces import load_trace
 from tests.conftest import shared_data
 
 

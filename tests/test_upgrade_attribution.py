@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-import sim.upgrade as upgrade
-from sim.settings import Category
-from sim.upgrade import METRICS, Change, attribute
+import sim.scenarios.upgrade_diff.mixtures as upgrade
+from sim.engines.settings import Category
+from sim.scenarios.upgrade_diff.mixtures import METRICS, Change, attribute
 from tests.conftest import config
 
 CATS = [Category.DEFAULTS, Category.KERNELS, Category.SCHEDULING, Category.MEMORY]

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from sim.run import Setup, simulate
-from sim.settings import Category
-from sim.upgrade import KERNELS, attribute, diff, mixture_setup, resolved, run_mixtures
+from sim.engines.settings import Category
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.scenarios.upgrade_diff.mixtures import (
+    KERNELS,
+    attribute,
+    diff,
+    mixture_setup,
+    resolved,
+    run_mixtures,
+)
 from tests.conftest import config
 
 PAIRS = [
@@ -79,7 +87,7 @@ def test_known_effects_are_attributed_to_their_settings():
     add up to the change."""
     import numpy as np
 
-    from sim.attribution import Memo, one_at_a_time, shapley
+    from sim.scenarios.upgrade_diff.attribution import Memo, one_at_a_time, shapley
 
     cfg, a, b, changes = _known_pair(120, 200)
     names = [c.name for c in changes]

@@ -8,8 +8,8 @@ import pytest
 
 from sim.cli import compose_config, to_sim_config
 from sim.errors import UserError
-from sim.upgrade import METRICS
-from sim.upgrade_diff import make_plan, restore_flag, run_upgrade_diff
+from sim.scenarios.upgrade_diff.mixtures import METRICS
+from sim.scenarios.upgrade_diff.study import make_plan, restore_flag, run_upgrade_diff
 from tests.test_cli import sim
 
 SMALL = [
@@ -101,7 +101,7 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, override, message)
 
 
 def test_one_version_against_itself_is_zero_everywhere():
-    s = run_upgrade_diff(cfg_of("upgrade.before=vllm@0.10.2", "upgrade.after=vllm@0.10.2"))
+    s = run_upgrade_diff(cfg_of("upgrade.before=vllm@0.10.2", "upgrade.after=vllm@0.10.2")).summary
     assert s["attribution"] == [] and s["minimal_set"] == []
     assert s["change_pct"] == {m: 0.0 for m in METRICS}
     assert s["interaction_pct"] == {m: 0.0 for m in METRICS}
@@ -120,7 +120,7 @@ def test_a_what_if_is_an_upgrade_of_one_argument():
             "upgrade.after_args.enable_prefix_caching=false",
             "workload.shared_prefix_tokens=1024",
         )
-    )
+    ).summary
     (row,) = s["attribution"]
     assert (row["setting"], row["category"], row["before"], row["after"]) == (
         "enable_prefix_caching",
@@ -149,7 +149,7 @@ def test_recorded_baseline_and_measured_results(tmp_path):
         f"upgrade.measured_after={tmp_path / 'after'}",
         "upgrade.seeds=1",
     )
-    s = run_upgrade_diff(cfg)
+    s = run_upgrade_diff(cfg).summary
     assert s["baseline"]["kind"] == "run_dir"
     assert all(abs(v) < 1e-9 for v in s["baseline"]["match_pct"].values())
     assert set(s["unexplained_pct"]) == set(METRICS)
@@ -184,7 +184,7 @@ def test_a_bench_result_as_baseline_replays_its_requests(tmp_path):
     }
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(bench))
-    s = run_upgrade_diff(cfg_of(f"upgrade.baseline={path}", "upgrade.seeds=1"))
+    s = run_upgrade_diff(cfg_of(f"upgrade.baseline={path}", "upgrade.seeds=1")).summary
     assert s["baseline"]["kind"] == "bench_json"
     assert set(s["baseline"]["match_pct"]) == set(METRICS)
     assert s["before"]["completed"] == 32  # the file's requests, not the configured 40
@@ -208,7 +208,7 @@ def test_a_bench_result_as_baseline_replays_its_requests(tmp_path):
     ],
 )
 def test_other_engines_pairs(args):
-    s = run_upgrade_diff(cfg_of(*args))
+    s = run_upgrade_diff(cfg_of(*args)).summary
     assert s["attribution"], "the two sides differ"
     _efficient(s)
     for row in s["attribution"]:
@@ -216,8 +216,8 @@ def test_other_engines_pairs(args):
 
 
 def test_same_config_same_summary():
-    a = run_upgrade_diff(cfg_of("upgrade.seeds=1"))
-    b = run_upgrade_diff(cfg_of("upgrade.seeds=1"))
+    a = run_upgrade_diff(cfg_of("upgrade.seeds=1")).summary
+    b = run_upgrade_diff(cfg_of("upgrade.seeds=1")).summary
     a.pop("wall_time_s"), b.pop("wall_time_s")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 

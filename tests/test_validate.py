@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
-from sim.cases import load_cases
 from sim.errors import UserError
-from sim.importers import catalogue_model, guidellm, llmservingsim, silicon
-from sim.run import simulate
-from sim.validate import rows, run_all
+from sim.run.simulate import simulate
+from sim.scenarios.validate.cases import load_cases
+from sim.scenarios.validate.importers import catalogue_model, guidellm, llmservingsim, silicon
+from sim.scenarios.validate.runs import rows, run_all
 from tests.conftest import config, shared_data
 from tests.test_cli import sim
 
@@ -343,7 +343,7 @@ def test_a_slower_server_link_slows_tensor_parallel_runs():
 
 
 def test_suite_targets_over_vllm_rows_and_llmservingsim_runs():
-    from sim.validation_suite import targets
+    from sim.scenarios.validate.suite import targets
 
     def row(case, engine, metric, err, flags=""):
         return {
@@ -374,7 +374,7 @@ def test_suite_targets_over_vllm_rows_and_llmservingsim_runs():
 
 
 def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
-    from sim.validation_suite import build_cases
+    from sim.scenarios.validate.suite import build_cases
 
     files, notes = build_cases(shared_data(""), tmp_path)
     loaded = load_cases(files, BASE)
@@ -386,7 +386,7 @@ def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
 
 
 def test_block_scaled_fp8_checkpoints():
-    from sim.importers import block_scaled_fp8
+    from sim.scenarios.validate.importers import block_scaled_fp8
 
     assert block_scaled_fp8("deepseek-ai/DeepSeek-R1")
     assert block_scaled_fp8("Qwen/Qwen3-235B-A22B-FP8")
@@ -408,7 +408,7 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
     LLMServingSim run: case files, report with targets, summary.json, validation.csv."""
     import shutil
 
-    from sim.validation_suite import main
+    from sim.scenarios.validate.suite import main
 
     run = shared_data("LLMServingSim/bench_examples/RTXPRO6000/Llama-3.1-8B")
     data = tmp_path / "data"

@@ -7,7 +7,7 @@ import pytest
 
 from sim.config import WorkloadConfig
 from sim.errors import UserError
-from sim.workload import CONTENT_BLOCK_TOKENS, generate
+from sim.workload.generate import CONTENT_BLOCK_TOKENS, generate
 
 
 def gen(**kw):

@@ -1,0 +1,1 @@
+"""sim/cost: TODO."""

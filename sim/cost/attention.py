@@ -1,0 +1,226 @@
+"""Attention seconds of a step, every layer kind's: prefill chunks and decodes.
+
+Prefill: each chunk (q new tokens after c cached, beside n - 1 other chunks) is priced alone,
+once, and remembered (KernelPricer.prefill_chunk_s). Decode: a sequence's attention depends on
+its context alone for a given batch, so it is looked up in a ContextTable per (layer kind,
+batch size, beside a prefill or not) and summed in order; decode() prices many steps at once
+(rows of a steps x sequences matrix, for fast-forwarded runs) and decode_one() one step in
+plain Python, with the same operations in the same order, hence the same bits. MLA, sparse
+attention's indexer and linear attention are priced by the roofline prior (sim/cost/kernels.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cost.context_table import ContextTable
+from sim.cost.kernels import AttentionShape, KernelPricer
+from sim.cost.roofline import ACT_BYTES
+from sim.kv.memory import kv_heads_per_gpu
+from sim.specs.model import Attention, Layer, ModelSpec
+
+# Decode tables shared by every cost model of this process whose pricer has the same
+# fingerprint (a table depends on the pricer, the kernel shape, the batch size and `mixed`
+# only, and each value is computed in a fixed page: sharing changes no bit). Runs after the
+# first (upgrade_diff's mixtures, a sweep's points in one worker) skip most of the pricing.
+SHARED_TABLES_MAX = 2048  # tables kept; beyond, the oldest are forgotten (not the run's own)
+_SHARED: dict[tuple, ContextTable] = {}
+
+
+class AttentionCost:
+    def __init__(
+        self,
+        model: ModelSpec,
+        pricer: KernelPricer,
+        layers: list[tuple[Layer, int]],
+        tp: int,
+        kv_cache_dtype: str,
+        backend: str,
+    ):
+        self.model, self.pricer, self.layers, self.tp = model, pricer, layers, tp
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_dtype = "fp8" if kv_cache_dtype == "fp8" else "bf16"
+        self.heads = model.num_q_heads // tp
+        # MLA: the latent each cached token keeps (the sparse indexer's keys are priced apart);
+        # sparse attention (DeepSeek V3.2) attends to at most topk positions per query, while
+        # its indexer, replicated on every TP rank, still scores every position
+        mla = model.mla
+        self.latent_bytes = int(mla.latent_dim * model.kv_dtype_bytes(kv_cache_dtype)) if mla else 0
+        self.topk = model.indexer.topk_tokens if model.indexer else 0
+        self.shapes = {  # the attention kernel of each layer kind, for the pricer
+            id(layer): AttentionShape(
+                self.heads,
+                kv_heads_per_gpu(model, tp),
+                model.head_dim,
+                layer.window_tokens or 0,
+                layer.attention is Attention.CHUNKED,
+                self.kv_dtype,
+                backend,
+            )
+            for layer, _ in layers
+        }
+        self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_chunks
+        self._tables: dict[tuple[int, int, bool], ContextTable] = {}  # see _table
+        self._floors: dict[tuple[str, AttentionShape], float] = {}
+        self._decode_info: list | None = None  # see _decode_terms
+
+    def prefill(self, pre_q: list[int], pre_c: list[int]) -> float:
+        """Seconds of every layer's prefill attention for the step's chunks, launch floors
+        included."""
+        m, pr = self.model, self.pricer
+        n_pre = len(pre_q)
+        total = 0.0
+        for index, (layer, count) in enumerate(self.layers):
+            if layer.attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                pre = pr.linear_attention_s(float(sum(pre_q)), n_pre, flops, state)
+            elif layer.attention is Attention.MLA:
+                a = m.mla
+                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+                q, c = np.array(pre_q, dtype=np.int64), np.array(pre_c, dtype=np.int64)
+                if self.topk:
+                    per_seq = pr.sparse_mla_prefill_s(
+                        q, c, self.heads, a.latent_dim, a.kv_lora_rank, self.latent_bytes, self.topk
+                    )
+                else:
+                    per_seq = pr.mla_prefill_s(
+                        q, c, self.heads, qk, a.v_head_dim, a.kv_lora_rank, self.latent_bytes
+                    )
+                pre = float(per_seq.sum())
+                if m.indexer is not None:
+                    ix = m.indexer
+                    pre += float(
+                        pr.indexer_s(q, c, ix.num_heads, ix.head_dim, ix.bytes_per_token).sum()
+                    )
+            else:
+                shape = self.shapes[id(layer)]
+                pre = self._prefill_chunks(index, shape, pre_q, pre_c)
+                pre += self._floor("attention_prefill", shape)
+            total += count * pre
+        return total
+
+    def _prefill_chunks(self, index: int, shape, pre_q: list[int], pre_c: list[int]) -> float:
+        """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
+        after c cached, beside n - 1 other chunks) priced alone, once, and remembered."""
+        n = len(pre_q)
+        memo = self._prefill
+        total = 0.0
+        for q, c in zip(pre_q, pre_c, strict=True):
+            key = (index, q, c, n)
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = self.pricer.prefill_chunk_s(q, c, n, shape)
+            total += value
+        return total
+
+    def _linear_terms(self) -> tuple[float, float]:
+        """(FLOPs per token, state bytes per sequence) of a linear-attention layer on one GPU."""
+        lin = self.model.linear
+        flops = 4 * lin.num_value_heads / self.tp * lin.key_head_dim * lin.value_head_dim
+        state = lin.state_values * (1 if self.kv_dtype == "fp8" else ACT_BYTES) / self.tp
+        return flops, state
+
+    def _floor(self, kind: str, shape: AttentionShape) -> float:
+        key = (kind, shape)
+        if key not in self._floors:
+            self._floors[key] = self.pricer.attention_floor_s(kind, shape)
+        return self._floors[key]
+
+    def _table(self, index: int, num_seqs: int, mixed: bool) -> ContextTable:
+        """Per-sequence decode attention seconds of layer kind `index` by context, for a step
+        that decodes `num_seqs` sequences (beside a prefill chunk when `mixed`)."""
+        layer = self.layers[index][0]
+        mla = layer.attention is Attention.MLA  # priced per sequence alone
+        key = (index, 0, False) if mla else (index, num_seqs, mixed)
+        table = self._tables.get(key)
+        if table is None:
+            m, pr = self.model, self.pricer
+            if layer.attention is Attention.MLA:
+                a, ix = m.mla, m.indexer
+                latent, topk = self.latent_bytes, self.topk
+
+                def per_sequence(c):
+                    t = pr.mla_decode_s(c, self.heads, a.latent_dim, a.kv_lora_rank, latent, topk)
+                    if ix is None:
+                        return t
+                    return t + pr.indexer_s(1, c, ix.num_heads, ix.head_dim, ix.bytes_per_token)
+
+                table = ContextTable(per_sequence)
+            else:
+                table = self._shared_table(self.shapes[id(layer)], num_seqs, mixed)
+            self._tables[key] = table
+        return table
+
+    def _shared_table(self, shape: AttentionShape, num_seqs: int, mixed: bool) -> ContextTable:
+        pr = self.pricer
+
+        def per_sequence(c):
+            return pr.decode_s(c, num_seqs, shape, mixed=mixed)
+
+        if pr.fingerprint is None:
+            return ContextTable(per_sequence)
+        key = (pr.fingerprint, shape, num_seqs, mixed)
+        table = _SHARED.get(key)
+        if table is None:
+            if len(_SHARED) >= SHARED_TABLES_MAX:
+                del _SHARED[next(iter(_SHARED))]
+            table = _SHARED[key] = ContextTable(per_sequence)
+        else:
+            pr.decode_surface(shape, mixed)  # record what priced it, as decode_s would
+        return table
+
+    def decode(self, contexts: np.ndarray, mixed: bool) -> np.ndarray:
+        """Seconds of every layer's decode attention for each row of `contexts` (steps x
+        sequences, each row one step's decodes), launch floors included."""
+        steps, num_seqs = contexts.shape
+
+        def layer_sum(table: ContextTable) -> np.ndarray:
+            # sequential row sums: np.sum's order depends on the array's shape
+            return np.cumsum(table(contexts), axis=1)[:, -1]
+
+        return self._decode_total(num_seqs, mixed, layer_sum, np.zeros(steps))
+
+    def decode_one(self, contexts: list[int], mixed: bool) -> float:
+        """decode() of one step, in plain Python: the same operations in the same order, so
+        the same bits (a step alone is cheaper this way than through numpy)."""
+
+        def layer_sum(table: ContextTable) -> float:
+            values = table.row(contexts)
+            total = values[0]
+            for value in values[1:]:  # sequential, as np.cumsum
+                total += value
+            return total
+
+        return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
+
+    def _decode_total(self, num_seqs: int, mixed: bool, layer_sum, total):
+        """Sum over layer kinds of count x (the kind's per-sequence sum + its launch floor),
+        starting from `total` (0.0, or zeros per step)."""
+        if num_seqs == 0:
+            return total
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+            else:
+                dec = layer_sum(self._table(index, num_seqs, mixed))
+                if floor is not None and not mixed:
+                    dec = dec + floor
+            total += count * dec
+        return total
+
+    def _decode_terms(self) -> list[tuple[int, int, Attention, float | None]]:
+        """Per layer kind: (index, layer count, attention, decode launch floor or None)."""
+        if self._decode_info is None:
+            self._decode_info = [
+                (
+                    index,
+                    count,
+                    layer.attention,
+                    None
+                    if layer.attention in (Attention.LINEAR, Attention.MLA)
+                    else self._floor("attention_decode", self.shapes[id(layer)]),
+                )
+                for index, (layer, count) in enumerate(self.layers)
+            ]
+        return self._decode_info

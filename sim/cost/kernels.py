@@ -1,0 +1,378 @@
+"""Pricing single kernels on one GPU: a roofline per kernel class, times its efficiency.
+
+A calibrated profile holds, per kernel class, a Surface of log(measured / roofline) over the
+class's shape features (sim/cost/roofline.py), fitted to measured kernel tables by
+sim/calibrate/fitting.py; without one, the uncalibrated prior applies fixed efficiencies to the
+compute and memory terms.
+All functions take numpy arrays and broadcast.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.cost.prior import CostProfile
+from sim.cost.roofline import (
+    ACT_BYTES,
+    WEIGHT_BYTES,
+    causal_pairs,
+    causal_pairs_scalar,
+    compute_dtype,
+    decode_shape,
+    gemm_shape,
+    log2,
+    log2_scalar,
+    moe_shape,
+    prefill_shape,
+)
+from sim.cost.surface import Surface
+from sim.specs.hardware import Hardware
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionShape:
+    """What an attention kernel is, apart from its sequences (scalars or per-row arrays)."""
+
+    heads: float | np.ndarray  # query heads on this GPU
+    kv_heads: float | np.ndarray
+    head_dim: float | np.ndarray
+    window: float | np.ndarray = 0  # sliding window or local chunk; 0: none
+    chunked: bool = False  # chunked-local rather than sliding
+    kv_dtype: str = "bf16"
+    backend: str = "FLASH_ATTN_FA3"
+
+    @property
+    def kv_bytes(self) -> float:
+        return WEIGHT_BYTES[self.kv_dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class CommTable:
+    """Measured collective latency by message size for one GPU count (log-log interpolation;
+    beyond the largest size, time grows linearly with bytes)."""
+
+    nbytes: np.ndarray
+    seconds: np.ndarray
+
+    def __call__(self, nbytes) -> np.ndarray:
+        x = np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))
+        lx, ly = np.log(self.nbytes), np.log(self.seconds)
+        inside = np.exp(np.interp(x, lx, ly))
+        beyond = self.seconds[-1] * np.exp(x - lx[-1])
+        return np.where(x > lx[-1], beyond, inside)
+
+    def to_dict(self) -> dict:
+        return {
+            "bytes": [int(v) for v in self.nbytes],
+            "seconds": [float(f"{v:.5g}") for v in self.seconds],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CommTable:
+        return cls(
+            np.asarray(data["bytes"], dtype=np.float64),
+            np.asarray(data["seconds"], dtype=np.float64),
+        )
+
+
+@dataclass
+class KernelPricer:
+    """Prices kernels on `hardware` with calibrated surfaces where it has them, else the prior.
+
+    Surface keys: "gemm/<dtype>", "attention_prefill/<backend>/<kv dtype>",
+    "attention_decode/<backend>/<kv dtype>", "moe/<dtype>", "elementwise/<kind>"; comm tables:
+    "allreduce/<gpus>", "sendrecv/<gpus>". `used` records which key priced each class.
+    """
+
+    hardware: Hardware
+    prior: CostProfile
+    surfaces: dict[str, Surface] = field(default_factory=dict)
+    comm: dict[str, CommTable] = field(default_factory=dict)
+    floors: dict[str, float] = field(default_factory=dict)  # fixed cost of one attention launch
+    used: dict[str, str] = field(default_factory=dict)
+    # What determines every price (profile, family, GPU, prior), set by choose_pricer: two
+    # pricers with the same fingerprint price everything alike, so the cost model may share
+    # their per-context decode tables across runs in one process (None: no sharing).
+    fingerprint: str | None = None
+
+    def _find(self, kind: str, *key: str) -> str | None:
+        """The exact surface key, else one of the same kind with the same last key part."""
+        exact = "/".join((kind, *key))
+        if exact in self.surfaces:
+            self.used.setdefault(kind, exact)
+            return exact
+        suffix = key[-1] if key else ""
+        for name in sorted(self.surfaces):
+            if name.startswith(kind + "/") and name.endswith("/" + suffix):
+                self.used.setdefault(kind, f"{name} (nearest to {exact})")
+                return name
+        self.used.setdefault(kind, "prior")
+        return None
+
+    def _surface(self, kind: str, *key: str) -> Surface | None:
+        name = self._find(kind, *key)
+        return None if name is None else self.surfaces[name]
+
+    def attention_floor_s(self, kind: str, shape: AttentionShape) -> float:
+        """The launch floor of one attention kernel, paid once per step however many
+        sequences it covers (0 under the prior, whose launch costs are counted per layer)."""
+        name = self._find(kind, shape.backend, shape.kv_dtype)
+        return self.floors.get(name, 0.0) if name else 0.0
+
+    def _price(self, surface, flops, nbytes, feats, peak, compute_eff) -> np.ndarray:
+        hw, p = self.hardware, self.prior
+        if surface is None:
+            return np.maximum(
+                flops / (peak * compute_eff),
+                nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+            )
+        roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
+        return roof * np.exp(surface(feats))
+
+    def gemm_s(self, m, n, k, dtype: str = "bf16") -> np.ndarray:
+        flops, nbytes, feats = gemm_shape(self.hardware, m, n, k, dtype)
+        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
+        return self._price(
+            self._surface("gemm", dtype),
+            flops,
+            nbytes,
+            feats,
+            peak,
+            self.prior.gemm_flops_efficiency,
+        )
+
+    def prefill_s(self, q, c, num_seqs, shape: AttentionShape) -> np.ndarray:
+        """Per-sequence seconds of prefill attention (q new tokens after c cached): a batch
+        costs their sum plus one attention_floor_s."""
+        flops, nbytes, feats = prefill_shape(
+            self.hardware,
+            q,
+            c,
+            num_seqs,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.window,
+            shape.chunked,
+            shape.kv_bytes,
+        )
+        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        # The measured prefill tables start from an empty cache, so their shapes lie on the
+        # line keys-per-query ~ q / 2. A chunk after c cached tokens lies off it; it takes the
+        # efficiency of the measured prefill whose queries see as many keys (q' = 2 x keys
+        # per query) rather than an extrapolation of the surface into unmeasured shapes.
+        cached = np.broadcast_to(np.asarray(c, dtype=np.float64), (feats.shape[0],)) > 0
+        feats = feats.copy()
+        feats[cached, 0] = np.maximum(feats[cached, 0], feats[cached, 2] + 1.0)
+        return self._price(
+            surface,
+            flops,
+            nbytes,
+            feats,
+            self.hardware.peak_flops_per_s("bf16"),
+            self.prior.attention_prefill_flops_efficiency,
+        )
+
+    def prefill_chunk_s(self, q: int, c: int, num_seqs: int, shape: AttentionShape) -> float:
+        """prefill_s of one chunk, in plain Python (the same roofline, features and surface;
+        equal to prefill_s up to rounding): what a step prices chunk by chunk."""
+        hw = self.hardware
+        pairs = causal_pairs_scalar(q, c, float(shape.window), shape.chunked)
+        kv_len = c + q
+        w = float(shape.window)
+        kv_read = min(kv_len, max(w, 1.0) + q) if w > 0 else kv_len
+        heads, kv_heads, head_dim = float(shape.heads), float(shape.kv_heads), float(shape.head_dim)
+        flops = 4 * heads * head_dim * pairs
+        nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * (
+            shape.kv_bytes
+        )
+        peak = hw.peak_flops_per_s("bf16")
+        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        if surface is None:
+            p = self.prior
+            return max(
+                flops / (peak * p.attention_prefill_flops_efficiency),
+                nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+            )
+        feats = [
+            log2_scalar(q),
+            log2_scalar(num_seqs * heads),
+            log2_scalar(pairs / q),
+            log2_scalar(head_dim),
+            log2_scalar(heads / kv_heads),
+        ]
+        if c > 0:  # as prefill_s: a chunk after cached tokens takes the matching prefill's
+            feats[0] = max(feats[0], feats[2] + 1.0)
+        roof = max(flops / peak, nbytes / hw.hbm_bytes_per_s)
+        return roof * math.exp(surface.at(feats))
+
+    def decode_s(self, ctx, num_seqs, shape: AttentionShape, mixed: bool = False) -> np.ndarray:
+        """Per-sequence seconds of decode attention: a batch costs their sum plus one
+        attention_floor_s. `mixed`: the batch also holds a prefill chunk, which on some
+        backends runs decodes without split-KV (priced by a surface of its own if fitted)."""
+        flops, nbytes, feats = decode_shape(
+            self.hardware,
+            ctx,
+            num_seqs,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.window,
+            shape.chunked,
+            shape.kv_bytes,
+        )
+        surface = self.decode_surface(shape, mixed)
+        if surface is None:
+            hw, p = self.hardware, self.prior
+            return np.maximum(
+                flops / (hw.peak_flops_per_s("bf16") * p.attention_prefill_flops_efficiency),
+                nbytes / (hw.hbm_bytes_per_s * p.attention_decode_bandwidth_efficiency),
+            )
+        return self._price(
+            surface, flops, nbytes, feats, self.hardware.peak_flops_per_s("bf16"), 1.0
+        )
+
+    def decode_surface(self, shape: AttentionShape, mixed: bool) -> Surface | None:
+        """The surface decode_s prices `shape` with (recorded in `used`)."""
+        mixed_key = f"attention_decode_mixed/{shape.backend}/{shape.kv_dtype}"
+        kind = (
+            "attention_decode_mixed" if mixed and mixed_key in self.surfaces else "attention_decode"
+        )
+        return self._surface(kind, shape.backend, shape.kv_dtype)
+
+    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16") -> np.ndarray:
+        flops, nbytes, feats = moe_shape(self.hardware, tokens, hidden, inter, topk, experts, dtype)
+        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
+        return self._price(
+            self._surface("moe", dtype),
+            flops,
+            nbytes,
+            feats,
+            peak,
+            self.prior.gemm_flops_efficiency,
+        )
+
+    def elementwise_s(self, nbytes, kind: str) -> np.ndarray:
+        """Norms, residual adds, activations, rotary embedding, embedding lookup, sampler:
+        memory-bound kernels, priced by bytes moved."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        feats = log2(nbytes).reshape(-1, 1)
+        surface = self._surface("elementwise", kind)
+        out = self._price(surface, np.zeros(feats.shape[0]), nbytes.reshape(-1), feats, 1.0, 1.0)
+        return out.reshape(nbytes.shape)
+
+    def _comm(self, kind: str, nbytes, num_gpus: int) -> np.ndarray:
+        tables = {int(k.split("/")[1]): t for k, t in self.comm.items() if k.startswith(kind)}
+        if num_gpus in tables:
+            self.used.setdefault(kind, f"{kind}/{num_gpus}")
+            return tables[num_gpus](nbytes)
+        if tables:  # the nearest measured GPU count, scaled by the ring's traffic factor
+            near = min(tables, key=lambda g: (abs(g - num_gpus), g))
+            self.used.setdefault(kind, f"{kind}/{near} (scaled to {num_gpus} GPUs)")
+            scale = ((num_gpus - 1) / num_gpus) / ((near - 1) / near) if kind == "allreduce" else 1
+            return tables[near](nbytes) * scale
+        self.used.setdefault(kind, "prior")
+        p = self.prior
+        factor = 2 * (num_gpus - 1) / num_gpus if kind == "allreduce" else 1.0
+        link = self.hardware.peer_bytes_per_s * p.allreduce_bandwidth_efficiency
+        return p.allreduce_latency_s + factor * np.asarray(nbytes, dtype=np.float64) / link
+
+    def allreduce_s(self, nbytes, num_gpus: int) -> np.ndarray:
+        return self._comm("allreduce", nbytes, num_gpus)
+
+    def sendrecv_s(self, nbytes, num_gpus: int = 2) -> np.ndarray:
+        return self._comm("sendrecv", nbytes, num_gpus)
+
+    # ---- kernel classes without measured tables yet: roofline x prior efficiencies --------
+    def _prior(self, kind: str, flops, nbytes, compute_eff: float, memory_eff: float):
+        self.used.setdefault(kind, "prior")
+        hw = self.hardware
+        return np.maximum(
+            flops / (hw.peak_flops_per_s("bf16") * compute_eff),
+            nbytes / (hw.hbm_bytes_per_s * memory_eff),
+        )
+
+    def mla_prefill_s(
+        self, q, c, heads, qk_head_dim, v_head_dim, kv_lora_rank, latent_bytes_per_token
+    ) -> np.ndarray:
+        """Per sequence: MLA prefill decompresses the cached latent, then attends per head."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, 0, False)
+        flops = 2 * heads * (qk_head_dim + v_head_dim) * pairs
+        flops = flops + 2 * kv_lora_rank * heads * (qk_head_dim + v_head_dim) * c
+        nbytes = (c + q) * latent_bytes_per_token + q * 2 * heads * qk_head_dim * ACT_BYTES
+        return self._mla_prefill_prior(flops, nbytes)
+
+    def _mla_prefill_prior(self, flops, nbytes) -> np.ndarray:
+        p = self.prior
+        return self._prior(
+            "mla",
+            flops,
+            nbytes,
+            p.attention_prefill_flops_efficiency,
+            p.memory_bandwidth_efficiency,
+        )
+
+    def sparse_mla_prefill_s(
+        self, q, c, heads, latent_dim, kv_lora_rank, latent_bytes_per_token, topk
+    ) -> np.ndarray:
+        """Per sequence: sparse MLA (DeepSeek V3.2) runs in the latent space, as decode does,
+        each query over the at most `topk` positions its indexer picked, whatever the
+        context: the pairs of a sliding window of topk keys. Each query gathers its own picks
+        (all its heads share them)."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, topk, False)
+        flops = 2 * heads * (latent_dim + kv_lora_rank) * pairs
+        nbytes = pairs * latent_bytes_per_token + q * heads * latent_dim * ACT_BYTES
+        return self._mla_prefill_prior(flops, nbytes)
+
+    def mla_decode_s(
+        self, ctx, heads, latent_dim, kv_lora_rank, latent_bytes_per_token, topk=0
+    ) -> np.ndarray:
+        """Per sequence: absorbed MLA decode reads the latent of every cached token (of at
+        most `topk` of them with sparse attention)."""
+        keys = np.asarray(ctx, dtype=np.float64) + 1
+        if topk:
+            keys = np.minimum(keys, topk)
+        flops = 2 * heads * (latent_dim + kv_lora_rank) * keys
+        p = self.prior
+        return self._prior(
+            "mla",
+            flops,
+            keys * latent_bytes_per_token,
+            p.attention_prefill_flops_efficiency,
+            p.attention_decode_bandwidth_efficiency,
+        )
+
+    def indexer_s(self, q, c, heads, head_dim, key_bytes_per_token) -> np.ndarray:
+        """Per sequence: DeepSeek sparse attention's lightning indexer. Every new token scores
+        every earlier position (fp8 dot products over `heads` x `head_dim`) to pick its top k:
+        quadratic in the context like dense attention, at a fraction of its width. q = 1 is
+        a decode (one query over c cached keys and its own)."""
+        q, c = np.asarray(q, dtype=np.float64), np.asarray(c, dtype=np.float64)
+        pairs = causal_pairs(q, c, 0, False)
+        flops = 2 * heads * head_dim * pairs
+        nbytes = (c + q) * key_bytes_per_token + q * heads * head_dim
+        self.used.setdefault("indexer", "prior")
+        hw, p = self.hardware, self.prior
+        peak = hw.flops_per_s.get("fp8", hw.peak_flops_per_s("bf16"))
+        return np.maximum(
+            flops / (peak * p.attention_prefill_flops_efficiency),
+            nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+        )
+
+    def linear_attention_s(self, tokens, seqs, flops_per_token, state_bytes) -> float:
+        """Linear attention / SSM: O(1) work per token and one state read+write per sequence."""
+        p = self.prior
+        return float(
+            self._prior(
+                "linear_attention",
+                flops_per_token * tokens,
+                2 * state_bytes * seqs,
+                p.attention_prefill_flops_efficiency,
+                p.memory_bandwidth_efficiency,
+            )
+        )

@@ -1,0 +1,151 @@
+"""Calibrated GPU profiles: calibration/profiles/<gpu>.json, written by `python -m sim.calibrate`.
+
+A profile holds one or more kernel families (the engine and version whose kernels were
+measured, e.g. "vllm@0.24.0", or a measurement source such as "vidur"), each a set of fitted
+surfaces and collective tables. The simulator prices with the vLLM family closest to (and not
+after) the engine version it simulates; kernel_check uses the family that matches the table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.cost.kernels import CommTable, KernelPricer
+from sim.cost.prior import PROFILE_DIR, CostProfile
+from sim.cost.surface import Surface
+from sim.errors import UserError
+from sim.specs.hardware import Hardware
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProfile:
+    gpu: str
+    default_family: str
+    families: dict  # family -> {"source": str, "surfaces": {...}, "comm": {...}}
+    path: Path
+    aliases: dict | None = None  # family -> the family whose tables it reuses
+
+    @classmethod
+    def load(cls, path: Path) -> GpuProfile:
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                data["gpu"], data["default_family"], data["families"], path, data.get("aliases", {})
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}: not a calibrated GPU profile ({exc})") from exc
+
+    def family_for(self, engine: str | None, version: str | None) -> str:
+        """The family of `engine`'s kernels measured at the newest version not after
+        `version` (for a version older than every measured one, the oldest measured); the
+        default family when none was measured for that engine."""
+        if engine and version:
+            names = [*self.families, *(self.aliases or {})]
+            mine = [f for f in names if f.startswith(engine + "@")]
+
+            def key(f: str):
+                return _version_key(f.split("@")[1])
+
+            earlier = [f for f in mine if key(f) <= _version_key(version)]
+            if earlier:
+                return max(earlier, key=key)
+            if mine:
+                return min(mine, key=key)
+        return self.default_family
+
+    def pricer(self, hardware: Hardware, prior: CostProfile, family: str) -> KernelPricer:
+        """Kernels of `family`; tables it did not measure (norms, collectives, or one weight
+        format of a kernel class, say fp4 MoE) come from the profile's other families, default
+        first: a neighbouring release's measured kernel beats the roofline prior."""
+        family = (self.aliases or {}).get(family, family)
+        if family not in self.families:
+            raise UserError(
+                f"{self.path} has no kernel family {family!r}; it has: {', '.join(self.families)}"
+            )
+        order = [family, self.default_family, *sorted(self.families)]
+        surfaces, floors, comm = {}, {}, {}
+        for name in dict.fromkeys(f for f in order if f in self.families):
+            fam = self.families[name]
+            for key, value in fam.get("surfaces", {}).items():
+                if key not in surfaces:
+                    surfaces[key] = Surface.from_dict(value)
+                    if key in fam.get("floors", {}):
+                        floors[key] = fam["floors"][key]
+            for key, value in fam.get("comm", {}).items():
+                if key not in comm:
+                    comm[key] = CommTable.from_dict(value)
+        return KernelPricer(hardware, prior, surfaces, comm, floors)
+
+
+@dataclass(frozen=True, slots=True)
+class PricingChoice:
+    pricer: KernelPricer
+    profile: str  # "h100-sxm" or "prior"
+    family: str | None
+    calibrated: bool
+    source: str
+
+    def record(self) -> dict:
+        return {
+            "cost_profile": self.profile,
+            "cost_profile_calibrated": self.calibrated,
+            "kernel_family": self.family,
+            "cost_profile_source": self.source,
+            "priced_with": dict(self.pricer.used),
+        }
+
+
+def choose_pricer(
+    hardware: Hardware,
+    cost_profile: str,
+    prior: CostProfile,
+    engine: str | None = None,
+    version: str | None = None,
+    family: str | None = None,
+    root: Path = PROFILE_DIR,
+) -> PricingChoice:
+    """`auto`: the GPU's calibrated profile when one exists, else the roofline prior;
+    `prior`: always the prior; NAME: calibration/profiles/NAME.json."""
+    if cost_profile == "prior":
+        return PricingChoice(
+            _pricer(KernelPricer(hardware, prior), "prior", None),
+            "prior",
+            None,
+            False,
+            "uncalibrated roofline prior",
+        )
+    name = hardware.name if cost_profile == "auto" else cost_profile
+    path = root / f"{name}.json"
+    if not path.is_file():
+        if cost_profile == "auto":
+            return PricingChoice(
+                _pricer(KernelPricer(hardware, prior), "prior", None),
+                "prior",
+                None,
+                False,
+                f"uncalibrated roofline prior (no measured profile for {hardware.name})",
+            )
+        names = ", ".join(sorted(p.stem for p in root.glob("*.json")))
+        raise UserError(
+            f"cost_profile={cost_profile!r}: no {path}; calibrated: {names}, or auto / prior"
+        )
+    profile = GpuProfile.load(path)
+    chosen = family or profile.family_for(engine, version)
+    pricer = _pricer(profile.pricer(hardware, prior, chosen), str(path), chosen)
+    donor = (profile.aliases or {}).get(chosen, chosen)
+    source = profile.families[donor].get("source", donor)
+    if donor != chosen:
+        source += f" (the tables {chosen} reuses)"
+    return PricingChoice(pricer, profile.gpu, chosen, True, source)
+
+
+def _pricer(pricer: KernelPricer, profile: str, family: str | None) -> KernelPricer:
+    """The pricer with its fingerprint: everything its prices depend on."""
+    pricer.fingerprint = f"{profile}|{family}|{pricer.hardware!r}|{pricer.prior!r}"
+    return pricer

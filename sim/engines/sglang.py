@@ -1,0 +1,274 @@
+"""SGLang's defaults and derivation rules (ServerArgs), release by release.
+
+Read from the released sources of 0.3.6, 0.4.6 and 0.5.10.post1 (sdists) and 0.5.23 (wheel):
+srt/server_args.py (0.5.23: srt/arg_groups/), managers/scheduler.py, managers/schedule_policy.py,
+model_executor/model_runner.py, model_executor/cuda_graph_runner.py, global_config.py. GPU
+memory tiers compare the memory nvidia-smi reports (MiB; H100-SXM 81559, H200 143771).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.engines.overheads import cpu_overheads
+from sim.engines.settings import user_value
+from sim.engines.versions import version_tuple
+from sim.specs.hardware import Hardware
+from sim.specs.model import ModelSpec
+
+RELEASES = ("0.3.6", "0.4.6", "0.5.10", "0.5.23")
+# The last release read (of RELEASES) whose srt/models/ lacks an architecture of the catalogue;
+# releases between it and the next one read are not known either way.
+ARCHITECTURE_ABSENT_THROUGH = {
+    "DeepseekV3ForCausalLM": "0.3.6",
+    "Gemma3ForConditionalGeneration": "0.3.6",
+    "Llama4ForConditionalGeneration": "0.3.6",
+    "Qwen3ForCausalLM": "0.3.6",
+    "Qwen3MoeForCausalLM": "0.3.6",
+    "DeepseekV32ForCausalLM": "0.4.6",
+    "GptOssForCausalLM": "0.4.6",
+    "KimiLinearForCausalLM": "0.4.6",
+    "Qwen3NextForCausalLM": "0.4.6",
+    "MiniMaxText01ForCausalLM": "0.5.23",
+}
+CAPTURE_MAX = 160
+MIB = 2**20
+INIT_RATIO = 0.7  # init_new_token_ratio (x schedule_conservativeness, at most 1)
+MIN_RATIO_FACTOR = 0.14  # min_new_token_ratio = init x 0.14
+DECAY_STEPS = 600  # the ratio falls from init to min over 600 decode steps
+FA3_ARCHS = ("Qwen2", "Qwen3", "Llama", "Mistral", "Gemma2", "Gemma3", "Llama4")
+APPLICABLE = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_prefill_tokens",
+    "max_model_len",
+    "enable_prefix_caching",
+    "attention_backend",
+    "cudagraph_mode",
+    "cudagraph_capture_sizes",
+    "scheduler",
+    "policy",
+    "preemption_mode",
+    "async_scheduling",
+    "new_token_ratio",
+    "min_new_token_ratio",
+    "new_token_ratio_decay",
+    "retract_decode_steps",
+    "retract_ratio_offset",
+    "cpu_step_overhead_s",
+    "cpu_per_seq_overhead_s",
+    "cpu_output_per_seq_s",
+    "cpu_exposed_s",
+    "prefix_hash_s_per_token",
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "non_torch_memory_bytes",
+)
+NAMES = {
+    "max_num_seqs": "max_running_requests",
+    "max_num_batched_tokens": "chunked_prefill_size",
+    "max_model_len": "context_length",
+    "enable_prefix_caching": "disable_radix_cache",
+    "policy": "schedule_policy",
+    "async_scheduling": "disable_overlap_schedule",
+    "new_token_ratio": "init_new_token_ratio",
+    "gpu_memory_utilization": "mem_fraction_static",
+    "block_size": "page_size",
+    "cudagraph_capture_sizes": "cuda_graph_bs",
+}
+MEM_FRACTION_BY_TP = {  # 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
+    "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
+    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
+}
+
+
+def releases(engine: str) -> tuple[str, ...]:
+    return RELEASES
+
+
+def unsupported_model(version: str, model: ModelSpec) -> str | None:
+    """Why SGLang `version` cannot load `model`, if it is known not to."""
+    absent = ARCHITECTURE_ABSENT_THROUGH.get(model.architecture)
+    if absent is None:
+        return None
+    newest = absent == RELEASES[-1]  # absent from every release read
+    if newest or version_tuple(version) <= version_tuple(absent):
+        return (
+            f"SGLang {version} cannot serve {model.name}: {model.architecture} is not in "
+            f"SGLang {absent}'s srt/models/" + ("" if newest else "; use a later release")
+        )
+    return None
+
+
+def _chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
+    """(chunked_prefill_size, cuda_graph_max_bs, rule) by release and GPU memory."""
+    gib = mem_mib / 1024
+    if v < (0, 5, 0):
+        if mem_mib < 25000:
+            bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
+            return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000"
+        bs = 256 if v >= (0, 4, 0) and mem_mib > 81920 else 160
+        return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
+    small = tp < 4
+    tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
+        (20, 2048, 8, 8),
+        (35, 4096 if v >= (0, 5, 23) else 2048, 48, 160),
+        (60, 4096, 32, 160),
+        (160, 8192, 256, 512),
+    )
+    for below, chunk, bs_small, bs_big in tiers:
+        if gib < below:
+            return chunk, bs_small if small else bs_big, f"GPU memory {gib:.0f} GiB < {below}"
+    return 16384, 512, f"GPU memory {gib:.0f} GiB >= 160"
+
+
+def defaults(
+    engine: str,
+    release: str,
+    hw: Hardware,
+    model: ModelSpec,
+    tp: int,
+    entry_point: str,
+    overrides: dict | None = None,
+):
+    v = version_tuple(release)
+    at = f"sglang {release}"
+    mem_mib = hw.hbm_bytes / MIB
+    values, rules = {}, {}
+
+    def put(knob, value, rule):
+        values[knob], rules[knob] = value, rule
+
+    put("scheduler", "sglang", f"{at}: prefill-first scheduler (managers/scheduler.py)")
+    chunk, graph_bs, tier = _chunk_and_graph_bs(v, mem_mib, tp)
+    put("max_num_batched_tokens", chunk, f"{at}: chunked_prefill_size {chunk}: {tier}")
+    values["graph_max_bs"] = graph_bs
+    rules["cudagraph_capture_sizes"] = f"{at}: cuda_graph_max_bs {graph_bs}: {tier}"
+    put("max_prefill_tokens", 16384, f"{at}: max_prefill_tokens 16384")
+    put("max_num_seqs", 4096, f"{at}: max_running_requests derived from the KV pool")
+    put("max_model_len", _max_model_len(model, overrides, NAMES), "derived from the model")
+    put("enable_chunked_prefill", True, f"{at}: chunked prefill by chunked_prefill_size")
+    put("enable_prefix_caching", True, f"{at}: radix cache on")
+    put("long_prefill_token_threshold", 0, "not an SGLang setting")
+    policy = "lpm" if v < (0, 4, 0) else "fcfs"
+    put("policy", policy, f"{at}: schedule_policy {policy}")
+    put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
+    put("scheduler_reserve_full_isl", False, "not an SGLang setting")
+    put("async_scheduling", True, f"{at}: overlap scheduler on (disable_overlap_schedule False)")
+    put("async_output_proc", True, f"{at}: detokenisation in its own process")
+    put("num_scheduler_steps", 1, "not an SGLang setting")
+    put("capacity_policy", "", "not an SGLang setting")
+    low = INIT_RATIO * MIN_RATIO_FACTOR
+    put("new_token_ratio", INIT_RATIO, f"{at}: init_new_token_ratio 0.7 (global config)")
+    put("min_new_token_ratio", low, f"{at}: init x 0.14 = {low:.3f}")
+    put(
+        "new_token_ratio_decay",
+        (INIT_RATIO - low) / DECAY_STEPS,
+        f"{at}: (init - min) / 600 per decode step",
+    )
+    if v < (0, 5, 0):
+        put("retract_decode_steps", 20, f"{at}: retract until 20 decode steps' tokens are free")
+        put("retract_ratio_offset", 0, f"{at}: new ratio = (decoded + 20 x left) / max_new_tokens")
+    else:
+        put("retract_decode_steps", 1, f"{at}: retract until one more decode step fits")
+        put("retract_ratio_offset", 1, f"{at}: the new ratio's denominator gains 1")
+    cpu, rule = cpu_overheads("sglang", release)
+    for knob, value in cpu.items():
+        put(knob, value, rule)
+    frac, why = _mem_fraction(v, mem_mib, tp, chunk, graph_bs)
+    put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why}")
+    backend, page, _ = attention_backend(engine, release, hw, model, "auto")
+    put(
+        "block_size",
+        page,
+        f"{at}: page_size {page}"
+        + (" (token-level radix cache)" if page == 1 else f" (the {backend} backend needs it)"),
+    )
+    put("kv_cache_dtype", "auto", f"{at}: auto")
+    put("swap_space_bytes", 0, "not an SGLang setting")
+    put("block_watermark", 0.0, "not an SGLang setting")
+    put("num_gpu_blocks_override", 0, "not an SGLang setting")
+    put("cudagraph_mode", "FULL_DECODE_ONLY", f"{at}: decode batches run as CUDA graphs")
+    put("compile", False, f"{at}: torch.compile off by default")
+    return values, rules, APPLICABLE, NAMES
+
+
+def _mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple[float, str]:
+    if v < (0, 5, 0):
+        if v >= (0, 4, 0) and mem_mib > 81920:
+            return round((mem_mib - 13 * 1024) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
+        table = MEM_FRACTION_BY_TP["0.3.6" if v < (0, 4, 0) else "0.4.6"]
+        frac = next(f for t, f in table if tp >= t)
+        return frac, f"by TP {tp}"
+    # 0.5: (memory - reserved) / memory, reserved in MiB; the prefill-graph term (8 MiB per
+    # captured size) is approximated from the number of sizes up to chunked_prefill_size.
+    prefill_graph_mib = 8 * (37 + chunk // 512)
+    reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * graph_bs + prefill_graph_mib
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10240)
+    frac = round((mem_mib - reserved) / mem_mib, 3)
+    return frac, (
+        f"(GPU memory - {reserved:.0f} MiB reserved for activations and graphs) / GPU memory"
+    )
+
+
+def capture_sizes(release: str, max_bs: int) -> tuple[tuple[int, ...], str]:
+    v = version_tuple(release)
+    if v < (0, 5, 0):
+        sizes = [1, 2, 4, 8, *range(16, max_bs + 1, 8)]
+        why = f"1, 2, 4, 8, 16..{max_bs} step 8"
+    else:
+        sizes = [
+            1,
+            2,
+            4,
+            8,
+            12,
+            *range(16, 257, 8),
+            *range(272, 497, 16),
+            *range(512, max_bs + 1, 32),
+        ]
+        why = f"1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32, to {max_bs}"
+    return tuple(s for s in sizes if s <= max_bs), why
+
+
+def attention_backend(
+    engine: str, release: str, hw: Hardware, model: ModelSpec, kv_dtype: str
+) -> tuple[str, int, str]:
+    v = version_tuple(release)
+    at = f"sglang {release}"
+    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
+    if model.mla is not None:
+        if v >= (0, 4, 6) and major == 9:
+            return "FLASH_ATTN_MLA", 1, f"{at}: MLA on Hopper -> fa3"
+        if v >= (0, 5, 0) and major == 10:
+            return "FLASHINFER_MLA", 1, f"{at}: MLA on Blackwell -> flashinfer"
+        return "TRITON_MLA", 1, f"{at}: MLA -> triton"
+    if v >= (0, 5, 0):
+        if major == 9:
+            return "FLASH_ATTN_FA3", 1, f"{at}: Hopper -> fa3 (FlashInfer regression, #17411)"
+        if major == 10:
+            return "TRTLLM", 64, f"{at}: Blackwell -> trtllm_mha (page 64)"
+        if model.architecture.startswith("GptOss"):
+            return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
+    elif v >= (0, 4, 6) and major == 9 and model.architecture.startswith(FA3_ARCHS):
+        return "FLASH_ATTN_FA3", 1, f"{at}: fa3 on Hopper for {model.architecture}"
+    return "FLASHINFER", 1, f"{at}: flashinfer"
+
+
+def after_memory(settings, pool_tokens: int):
+    """max_running_requests: half the pool's tokens, within the request pool's size."""
+    req_pool = min(max(int(pool_tokens / settings.max_model_len * 512), 2048), 4096)
+    value = max(1, min(pool_tokens // 2, req_pool))
+    rule = (
+        f"sglang {settings.rule_set}: min(KV pool {pool_tokens} tokens / 2, request pool "
+        f"{req_pool}) (model_runner.py init_memory_pool)"
+    )
+    return replace(settings, max_num_seqs=value, rules={**settings.rules, "max_num_seqs": rule})
+
+
+def _max_model_len(model: ModelSpec, overrides: dict | None, names: dict) -> int:
+    """The context the engine derives its budgets from: the user's, else the model's."""
+    value = user_value(overrides, "max_model_len", names)
+    return int(value) if value is not None else model.max_position_embeddings

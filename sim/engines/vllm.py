@@ -1,0 +1,458 @@
+"""vLLM's defaults and derivation rules, release by release, 0.4 to 0.33.
+
+Facts from ../shared/reference/engine-defaults.md, checked against the released sources
+(`vllm/engine/arg_utils.py`, `vllm/config.py`, `vllm/platforms/cuda.py`, the attention
+selector); each rule's text names its source. A release between two listed ones takes the
+rules of the nearest earlier one.
+"""
+
+from __future__ import annotations
+
+from sim.engines.overheads import cpu_overheads
+from sim.engines.settings import user_value
+from sim.engines.versions import version_tuple
+from sim.specs.hardware import Hardware
+from sim.specs.model import ModelSpec
+
+# Releases whose rules differ from the one before (a release in between takes the rules of the
+# nearest earlier one). Each rule below names the release and source file it was read from.
+RELEASES = (
+    "0.4.0",
+    "0.4.3",
+    "0.5.3",
+    "0.5.5",
+    "0.6.0",
+    "0.6.4",
+    "0.6.5",
+    "0.7.0",
+    "0.7.3",
+    "0.8.0",
+    "0.8.4",
+    "0.8.5",
+    "0.9.0",
+    "0.9.1",
+    "0.9.2",
+    "0.10.0",
+    "0.10.2",
+    "0.11.0",
+    "0.11.1",
+    "0.12.0",
+    "0.14.0",
+    "0.19.0",
+    "0.20.0",
+    "0.28.0",
+    "0.33.0",
+)
+# The first release whose model registry (model_executor/models/__init__.py, later registry.py)
+# lists an architecture of the catalogue, read from every release's source between 0.4.0 and
+# 0.33.0 (older architectures: since 0.4.0 or before).
+ARCHITECTURE_FROM = {
+    "DeepseekV3ForCausalLM": "0.6.6",
+    "Gemma3ForConditionalGeneration": "0.8.0",
+    "Llama4ForConditionalGeneration": "0.8.3",
+    "MiniMaxText01ForCausalLM": "0.8.3",
+    "Qwen3ForCausalLM": "0.8.4",
+    "Qwen3MoeForCausalLM": "0.8.4",
+    "GptOssForCausalLM": "0.10.1",
+    "Qwen3NextForCausalLM": "0.10.2",
+    "DeepseekV32ForCausalLM": "0.11.0",
+    "KimiLinearForCausalLM": "0.11.1",
+}
+V1_FROM = (0, 8, 0)
+V0_LAST = (0, 11, 0)  # 0.11.0 removed the V0 engine
+
+APPLICABLE_V0 = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "attention_backend",
+    "cudagraph_mode",
+    "cudagraph_capture_sizes",
+    "scheduler",
+    "policy",
+    "preemption_mode",
+    "async_output_proc",
+    "num_scheduler_steps",
+    "cpu_step_overhead_s",
+    "cpu_per_seq_overhead_s",
+    "cpu_output_per_seq_s",
+    "prefix_hash_s_per_token",
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "non_torch_memory_bytes",
+    "swap_space_bytes",
+    "block_watermark",
+    "num_gpu_blocks_override",
+)
+APPLICABLE_V1 = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "long_prefill_token_threshold",
+    "attention_backend",
+    "cudagraph_mode",
+    "cudagraph_capture_sizes",
+    "compile",
+    "scheduler",
+    "policy",
+    "preemption_mode",
+    "scheduler_reserve_full_isl",
+    "async_scheduling",
+    "cpu_step_overhead_s",
+    "cpu_per_seq_overhead_s",
+    "cpu_output_per_seq_s",
+    "cpu_exposed_s",
+    "prefix_hash_s_per_token",
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "cudagraph_memory_bytes",
+    "non_torch_memory_bytes",
+    "num_gpu_blocks_override",
+)
+
+
+CAPTURE_MAX = 512
+NAMES = {  # knob -> vLLM's argument name, where they differ
+    "policy": "scheduling_policy",
+    "async_output_proc": "disable_async_output_proc",
+}
+SRC_AU = "engine/arg_utils.py"
+SRC_CFG = "config.py"
+
+
+def releases(engine: str) -> tuple[str, ...]:
+    return RELEASES
+
+
+def after_memory(settings, pool_tokens: int):
+    return settings  # vLLM's limits do not depend on the pool
+
+
+def unsupported_model(version: str, model: ModelSpec) -> str | None:
+    """Why vLLM `version` cannot load `model`, if it cannot."""
+    first = ARCHITECTURE_FROM.get(model.architecture)
+    if first and version_tuple(version) < version_tuple(first):
+        return (
+            f"vLLM {version} cannot serve {model.name}: {model.architecture} first appears in "
+            f"vLLM {first}'s model registry; use engine=vllm@{first} or later"
+        )
+    return None
+
+
+def v0_fallback(release: str, hw: Hardware, overrides: dict) -> str | None:
+    """Why a 0.8-0.10 release falls back from V1 to the V0 engine, if it does
+    (engine/arg_utils.py _is_v1_supported_oracle of 0.8.5)."""
+    v = version_tuple(release)
+    if not V1_FROM <= v < V0_LAST:
+        return None
+    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 9
+    kv = str(overrides.get("kv_cache_dtype") or "auto")
+    for arg in ("preemption_mode", "num_scheduler_steps"):
+        if overrides.get(arg) not in (None, "recompute", 1, "1"):
+            return f"--{arg.replace('_', '-')} is V0-only"
+    if str(overrides.get("disable_async_output_proc")).lower() == "true":
+        return "--disable-async-output-proc is V0-only"
+    policy = overrides.get("scheduling_policy", overrides.get("policy"))
+    if policy == "priority" and v < (0, 9, 2):
+        return "--scheduling-policy priority is V0-only before 0.9.2"
+    if major < 8:
+        return f"compute capability {hw.compute_capability} < 8.0"
+    if kv != "auto" and (v < (0, 8, 5) or major != 9):
+        return f"kv_cache_dtype={kv} (V1 takes FP8 KV only with FlashAttention 3 on Hopper)"
+    return None
+
+
+def defaults(
+    engine: str,
+    release: str,
+    hw: Hardware,
+    model: ModelSpec,
+    tp: int,
+    entry_point: str,
+    overrides: dict | None = None,
+):
+    """(values, rules, applicable knobs, argument names) of vLLM `release` on this GPU, model
+    and entry point; vLLM's argument names are the knob names."""
+    v = version_tuple(release)
+    at = f"vllm {release}"
+    values, rules = {}, {}
+
+    def put(knob, value, rule):
+        values[knob], rules[knob] = value, rule
+
+    fallback = v0_fallback(release, hw, overrides or {})
+    v1 = v >= V1_FROM and fallback is None
+    if v1:
+        why = "V1 engine (VLLM_USE_V1 defaults to 1 from 0.8.0; V1 only from 0.11.0)"
+    elif fallback:
+        why = f"falls back to the V0 engine: {fallback} (arg_utils _is_v1_supported_oracle)"
+    else:
+        why = "V0 engine (V1 opt-in from 0.6.5 with VLLM_USE_V1=1)"
+    put("scheduler", "vllm_v1" if v1 else "vllm_v0", f"{at}: {why}")
+    max_len = _max_model_len(model, overrides, NAMES)
+    put("max_model_len", max_len, "derived from the model: max_position_embeddings")
+    if v1:
+        put("enable_chunked_prefill", True, f"{at}: V1 always chunks prefills ({SRC_AU})")
+    elif v >= (0, 5, 3) and max_len > 32768 and not _windowed(model) and model.mla is None:
+        put(
+            "enable_chunked_prefill",
+            True,
+            f"{at}: V0 auto-on when max_model_len {max_len} > 32768 on CUDA "
+            f"(PR #6666; {SRC_AU} create_engine_config)",
+        )
+    else:
+        if v < (0, 5, 3):
+            why = "V0 default off"
+        elif max_len <= 32768:
+            why = f"V0: off, max_model_len {max_len} <= 32768"
+        else:
+            why = "V0: off, sliding window or MLA blocks the >32K auto-on"
+        put("enable_chunked_prefill", False, f"{at}: {why} ({SRC_AU})")
+    chunked = values["enable_chunked_prefill"]
+    seqs, budget, why = _budgets(v, v1, at, hw, entry_point)
+    put("max_num_seqs", seqs, why)
+    if chunked and (v1 or v >= (0, 4, 3)):
+        put("max_num_batched_tokens", budget, why)
+    else:
+        put(
+            "max_num_batched_tokens",
+            max(max_len, 2048),
+            f"{at}: V0 {'without chunked prefill' if not chunked else '(0.4.0)'}: "
+            f"max(max_model_len, 2048) ({SRC_CFG} SchedulerConfig)",
+        )
+    if v >= (0, 12, 0):  # _set_default_max_num_seqs_and_batched_tokens_args
+        values["max_num_seqs"] = min(values["max_num_seqs"], values["max_num_batched_tokens"])
+    put(
+        "enable_prefix_caching",
+        v1,
+        f"{at}: {'V1 default on' if v1 else 'V0 default off'} ({SRC_AU})",
+    )
+    put(
+        "long_prefill_token_threshold",
+        0,
+        f"{at}: {'0 = no cap' if v >= (0, 7, 3) else 'absent (no cap)'}",
+    )
+    put("max_prefill_tokens", values["max_num_batched_tokens"], "the token budget")
+    put("policy", "fcfs", f"{at}: scheduling_policy fcfs")
+    put(
+        "preemption_mode",
+        "recompute",
+        f"{at}: {'recompute only (V1)' if v1 else 'recompute for single-sequence requests (V0)'}",
+    )
+    put(
+        "scheduler_reserve_full_isl",
+        v >= (0, 19, 0),
+        f"{at}: "
+        + (
+            "admission needs room for the whole prompt (added in 0.19.0)"
+            if v >= (0, 19, 0)
+            else "absent: admission needs room for the first chunk only"
+        ),
+    )
+    if v1:
+        put("async_output_proc", True, f"{at}: V1 processes outputs in the frontend process")
+    elif v >= (0, 6, 0):
+        put("async_output_proc", True, f"{at}: async output processing on (0.6.0, PR #7049)")
+    else:
+        put("async_output_proc", False, f"{at}: outputs processed inside the step (before 0.6)")
+    put(
+        "num_scheduler_steps",
+        1,
+        f"{at}: {'multi-step scheduling is opt-in (0.5.5-0.10.0)' if not v1 else 'V0 only'}",
+    )
+    async_on = v1 and v >= (0, 14, 0)
+    put(
+        "async_scheduling",
+        async_on,
+        f"{at}: "
+        + (
+            "async_scheduling auto-enabled (0.14.0, config VllmConfig.__post_init__)"
+            if async_on
+            else "async_scheduling False (an opt-in flag 0.10.0-0.13.0)"
+            if v >= (0, 10, 0)
+            else "no async scheduling (the flag arrives in 0.10.0)"
+        ),
+    )
+    cpu, rule = cpu_overheads("vllm", release)
+    for knob, value in cpu.items():
+        put(knob, value, rule)
+    util = 0.92 if v >= (0, 20, 0) else 0.90
+    put("gpu_memory_utilization", util, f"{at}: {util} (0.92 from 0.20.0; cache config)")
+    put("kv_cache_dtype", "auto", f"{at}: auto (the model's dtype)")
+    swap = not v1 and v < (0, 18, 0)
+    put(
+        "swap_space_bytes",
+        4 * 2**30 if swap else 0,
+        f"{at}: {'4 GiB CPU swap pool (V0)' if swap else 'no swap (V1 recomputes)'}",
+    )
+    put(
+        "block_watermark",
+        0.0 if v1 else 0.01,
+        f"{at}: {'no watermark (V1)' if v1 else 'V0 block manager watermark 0.01'}",
+    )
+    put("num_gpu_blocks_override", 0, f"{at}: not set (the pool is sized from memory)")
+    _graphs(v, v1, at, values, rules)
+    put("capacity_policy", "", "not a vLLM setting")
+    for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
+        put(knob, 0.0, "not a vLLM setting")
+    for knob in ("retract_decode_steps", "retract_ratio_offset"):
+        put(knob, 0, "not a vLLM setting")
+    _, block_size, _ = attention_backend(engine, release, hw, model, "auto", v1)
+    put(
+        "block_size",
+        block_size,
+        f"{at}: {'the MLA backend needs it' if block_size != 16 else 'CUDA platform default 16'}",
+    )
+    return values, rules, APPLICABLE_V1 if v1 else APPLICABLE_V0, NAMES
+
+
+def attention_backend(
+    engine: str, release: str, hw: Hardware, model: ModelSpec, kv_dtype: str, v1: bool = True
+) -> tuple[str, int, str]:
+    """(backend, block size, rule), following the attention selector of that release
+    (attention/selector.py through 0.6; platforms/cuda.py from 0.7)."""
+    v = version_tuple(release)
+    v1 = v1 and v >= V1_FROM
+    at = f"vllm {release}"
+    if hw.vendor == "amd":
+        return "ROCM_ATTN", 16, f"{at}: ROCm platform"
+    major = int(hw.compute_capability.split(".")[0])
+    cc = f"compute capability {hw.compute_capability}"
+    if model.mla is not None:
+        if not v1:
+            return "TRITON_MLA", 16, f"{at}: V0 MLA -> Triton MLA"
+        if major == 10:
+            if v >= (0, 33, 0):
+                return "FLASHINFER_MLA", 32, f"{at}: MLA on {cc}: FlashInfer MLA first"
+            if v >= (0, 10, 2):
+                return "CUTLASS_MLA", 128, f"{at}: MLA on {cc}: CUTLASS MLA (block 128)"
+        if major == 9:
+            if v >= (0, 12, 0):
+                return "FLASH_ATTN_MLA", 16, f"{at}: MLA on {cc}: FlashAttention MLA first"
+            return "FLASHMLA", 64, f"{at}: MLA on {cc}: FlashMLA (block 64)"
+        return "TRITON_MLA", 16, f"{at}: MLA on {cc}: Triton MLA"
+    if v < (0, 4, 3):
+        return "XFORMERS", 16, f"{at}: flash_attn is not a dependency of 0.4.0 -> xFormers"
+    if not v1:
+        windowed = _windowed(model) and v < (0, 6, 4)
+        if major < 8 or kv_dtype == "fp8" or windowed:
+            why = "FP8 KV cache" if kv_dtype == "fp8" else "sliding window" if windowed else cc
+            return "XFORMERS", 16, f"{at}: V0 falls back to xFormers ({why})"
+        fa3 = v >= (0, 7, 0) and major >= 9
+        return (
+            f"FLASH_ATTN_FA{3 if fa3 else 2}",
+            16,
+            f"{at}: V0 FlashAttention {3 if fa3 else 2} on {cc}",
+        )
+    if major == 10 and v >= (0, 9, 1):
+        return "FLASHINFER", 16, f"{at}: {cc} (Blackwell) prefers FlashInfer (0.9.1)"
+    sinks = model.architecture.startswith("GptOss")
+    if sinks and major != 9 and v >= (0, 10, 1):
+        return "TRITON_ATTN", 16, f"{at}: attention sinks on {cc} -> Triton"
+    if kv_dtype == "fp8" and major != 9:
+        if v >= (0, 12, 0):
+            return (
+                "FLASHINFER",
+                16,
+                f"{at}: FP8 KV cache on {cc}: FlashAttention invalid -> FlashInfer",
+            )
+        if v >= (0, 11, 0):
+            return "TRITON_ATTN", 16, f"{at}: FP8 KV cache on {cc} -> Triton"
+    fa = 3 if major == 9 else 2
+    return f"FLASH_ATTN_FA{fa}", 16, f"{at}: {cc} -> FlashAttention {fa}"
+
+
+def _windowed(model: ModelSpec) -> bool:
+    return any(layer.window_tokens for layer in model.layers)
+
+
+def _budgets(v, v1: bool, at: str, hw: Hardware, entry_point: str):
+    """(max_num_seqs, token budget with chunked prefill, rule) by release (without chunked
+    prefill, V0 uses max(max_model_len, 2048))."""
+    gib = hw.hbm_gib
+    name = hw.display_name.lower()
+    offline = entry_point == "offline"
+    where = f"{SRC_AU} _set_default_args"
+    if not v1:
+        chunk = 2048 if v >= (0, 6, 5) else 512
+        return 256, chunk, f"{at}: V0 default (max_num_seqs 256; chunked-prefill budget {chunk})"
+    if v < (0, 8, 4):  # max_num_seqs 1024 everywhere; budget keyed on the device name
+        big = "h100" in name or "h200" in name
+        why = f"{at}: device name {'contains' if big else 'lacks'} h100/h200 ({where})"
+        return 1024, (16384 if offline else 8192) if big else (8192 if offline else 2048), why
+    if v < (0, 8, 5):  # both keyed on the device name
+        big = "h100" in name or "h200" in name
+        why = f"{at}: device name {'contains' if big else 'lacks'} h100/h200 ({where})"
+    elif v < (0, 9, 0):  # PR #17073: by memory
+        big = gib >= 70
+        why = f"{at}: GPU memory {gib:.0f} GiB {'>=' if big else '<'} 70 (PR #17073; {where})"
+    else:  # PR #17885: A100 back to the small tier; 0.33.0 also GB10
+        if v >= (0, 28, 0) and gib >= 160:
+            return 1024, 16384, f"{at}: GPU memory {gib:.0f} GiB >= 160 ({where})"
+        big = gib >= 70 and "a100" not in name and "gb10" not in name
+        why = (
+            f"{at}: GPU memory {gib:.0f} GiB, "
+            f"{'>= 70 and not A100' if big else '< 70 or A100'} (PR #17885; {where})"
+        )
+    why += f", {'offline LLM class' if offline else 'OpenAI server'}"
+    if big:
+        return 1024, 16384 if offline else 8192, why
+    return 256, 8192 if offline else 2048, why
+
+
+def _graphs(v, v1: bool, at: str, values: dict, rules: dict) -> None:
+    """CUDA-graph mode and compilation by release (capture sizes are derived later, once
+    max_num_seqs and the budget are final)."""
+    if not v1:
+        mode, why = "FULL_DECODE_ONLY", f"{at}: V0 captures whole decode batches only"
+        compiled = False
+    elif v < (0, 11, 0):
+        mode, why = "PIECEWISE", f"{at}: piecewise graphs inside torch.compile (level 3)"
+        compiled = True
+    else:
+        mode, why = "FULL_AND_PIECEWISE", f"{at}: FULL_AND_PIECEWISE (PR #25444, 0.11.0)"
+        compiled = True
+    values["cudagraph_mode"], rules["cudagraph_mode"] = mode, why
+    values["compile"] = compiled
+    rules["compile"] = f"{at}: {'torch.compile, inductor' if compiled else 'no torch.compile'}"
+
+
+def graph_memory_subtracted(release: str) -> bool:
+    """From 0.20.0 the CUDA-graph pool is profiled and subtracted before KV sizing
+    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1)."""
+    return version_tuple(release) >= (0, 20, 0)
+
+
+def capture_sizes(
+    v: tuple, v1: bool, max_num_seqs: int, budget: int, blackwell: bool = False
+) -> tuple[tuple[int, ...], str]:
+    """The batch sizes vLLM captures, by release."""
+    if not v1:
+        top = min(-(-max_num_seqs // 8) * 8, 256 if v < (0, 6, 0) else 8192)
+        sizes = [1, 2, 4, *range(8, top + 1, 8)]
+        return tuple(s for s in sizes if s <= top), f"1, 2, 4, 8..{top} step 8 (V0)"
+    if v < (0, 10, 0):
+        sizes, why = [1, 2, 4, *range(8, 513, 8)], "1, 2, 4, 8..512 step 8"
+    else:
+        cap = 1024 if blackwell and v >= (0, 28, 0) else 512
+        top = min(2 * max_num_seqs, cap)
+        if v >= (0, 11, 1):
+            top = min(top, budget)
+            sizes = [1, 2, 4, *range(8, min(top, 248) + 1, 8), *range(256, top + 1, 16)]
+            why = f"1, 2, 4, 8..248 step 8, 256..{top} step 16"
+        else:
+            sizes, why = [1, 2, 4, *range(8, top + 1, 8)], f"1, 2, 4, 8..{top} step 8"
+    kept = tuple(sorted({s for s in sizes if s <= budget}))
+    return kept, why + ", up to the token budget"
+
+
+def _max_model_len(model: ModelSpec, overrides: dict | None, names: dict) -> int:
+    """The context the engine derives its budgets from: the user's, else the model's."""
+    value = user_value(overrides, "max_model_len", names)
+    return int(value) if value is not None else model.max_position_embeddings

@@ -1,0 +1,188 @@
+"""Per-request block tables over a BlockPool, with prefix caching (vLLM V1's KVCacheManager).
+
+request tokens:  [ full | full | full | partial ]       block_size tokens per block
+block table:     [  b7  |  b3  |  b9  |   b12   ]
+                   ^ cached (hashed) once full and computed
+"""
+
+from __future__ import annotations
+
+from sim.kv.block_pool import Block, BlockPool
+from sim.kv.offload import OffloadTiers
+from sim.workload.request import Request
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_caching: bool,
+        lower: OffloadTiers | None = None,
+    ):
+        self.pool = BlockPool(num_blocks, lower)
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.req_blocks: dict[int, list[Block]] = {}
+        self.num_cached_blocks: dict[int, int] = {}
+        self.private_from: dict[int, int] = {}  # request id -> its first private block
+        self.lower_hits: dict[int, list[int]] = {}  # request id -> its prefix hits in the
+        # offload tiers (hashes) found by the last lookup, loaded when it is admitted
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free_blocks
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.pool.num_used_blocks
+
+    @property
+    def usage(self) -> float:
+        return self.pool.num_used_blocks / self.pool.num_usable_blocks
+
+    def get_computed_blocks(self, req: Request, admit: bool = True) -> tuple[list[Block], int]:
+        """Longest cached prefix of `req` in whole blocks, leaving one token to compute: the
+        GPU pool's blocks, then content in the offload tiers (counted in the tokens, loaded
+        when `req` is admitted with them; `admit=False`: a look only)."""
+        if not self.enable_caching:
+            return [], 0
+        max_blocks = (req.num_tokens - 1) // self.block_size
+        if not req.num_preemptions:  # its private blocks were never hashed: no hit there
+            max_blocks = min(max_blocks, self._first_private_block(req))
+        hits: list[Block] = []
+        hashes = req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]
+        for block_hash in hashes:
+            block = self.pool.get_cached_block(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        lower = self.pool.lower
+        below: list[int] = []
+        if lower is not None:
+            for block_hash in hashes[len(hits) :]:
+                if lower.where(block_hash) is None:
+                    break
+                below.append(block_hash)
+            if admit:
+                self.lower_hits[req.request_id] = below
+        return hits, (len(hits) + len(below)) * self.block_size
+
+    def allocate_slots(
+        self,
+        req: Request,
+        num_new_tokens: int,
+        new_computed_blocks: list[Block] = (),
+        num_new_computed_tokens: int = 0,
+        full_sequence_must_fit: bool = False,
+    ) -> list[Block] | None:
+        """Blocks for `num_new_tokens` more tokens of `req`, or None if the pool cannot hold them.
+
+        `new_computed_blocks` are prefix hits from get_computed_blocks (waiting requests only).
+        With `full_sequence_must_fit`, admission also requires room for all of req's known
+        tokens, not just this chunk (vLLM's scheduler_reserve_full_isl).
+        """
+        blocks = self.req_blocks.setdefault(req.request_id, [])
+        num_computed = req.num_computed_tokens + num_new_computed_tokens
+        held = len(blocks) + len(new_computed_blocks)
+        num_new_blocks = cdiv(num_computed + num_new_tokens, self.block_size) - held
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        available = self.pool.num_free_blocks - num_evictable_hits
+        needed = num_new_blocks
+        if full_sequence_must_fit:
+            needed = max(needed, cdiv(req.num_tokens, self.block_size) - held)
+        below = self.lower_hits.pop(req.request_id, [])
+        if num_new_computed_tokens != (len(new_computed_blocks) + len(below)) * self.block_size:
+            below = []  # not the lookup these hits came from
+        if needed > available:
+            if not blocks:
+                del self.req_blocks[req.request_id]
+            return None
+        for block_hash in below:  # into the fresh blocks below, hashed again as computed
+            self.pool.lower.load(block_hash)
+        if new_computed_blocks:
+            self.pool.touch(list(new_computed_blocks))
+            blocks.extend(new_computed_blocks)
+            self.num_cached_blocks[req.request_id] = len(blocks)
+        new_blocks = self.pool.get_new_blocks(max(num_new_blocks, 0))
+        blocks.extend(new_blocks)
+        if self.enable_caching:
+            self._cache_full_blocks(req, min(num_computed + num_new_tokens, req.num_tokens))
+        return new_blocks
+
+    def _cache_full_blocks(self, req: Request, num_tokens: int) -> None:
+        """Hash and cache the blocks `num_tokens` fill; a request's private blocks (those no
+        other request can share) are only counted here, and hashed if it is preempted."""
+        num_full = num_tokens // self.block_size
+        num_cached = self.num_cached_blocks.get(req.request_id, 0)
+        if num_full <= num_cached:
+            return
+        self._hash_blocks(req, num_cached, min(num_full, self._private_from(req)))
+        self.num_cached_blocks[req.request_id] = num_full
+
+    def _hash_blocks(self, req: Request, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        hashes = req.full_block_hashes(stop, self.block_size)
+        blocks = self.req_blocks[req.request_id]
+        for j in range(start, stop):
+            self.pool.cache_full_block(blocks[j], hashes[j])
+
+    def _private_from(self, req: Request) -> int:
+        """The first block whose content no other request of the workload has (the first
+        that covers content id first_private_id)."""
+        first = self.private_from.get(req.request_id)
+        if first is None:
+            first = self.private_from[req.request_id] = self._first_private_block(req)
+        return first
+
+    def _first_private_block(self, req: Request) -> int:
+        if req.first_private_id is None:
+            return 1 << 62
+        covered = req.first_private_id * req.content_block_tokens + 1
+        return -(-covered // self.block_size) - 1
+
+    def num_blocks_of(self, req: Request) -> int:
+        return len(self.req_blocks.get(req.request_id, ()))
+
+    def can_allocate(self, num_blocks: int, watermark_blocks: int = 0) -> bool:
+        """Whether `num_blocks` new blocks fit and still leave the watermark free."""
+        return self.pool.num_free_blocks - num_blocks >= watermark_blocks
+
+    def swap_in(self, req: Request, num_tokens: int) -> None:
+        """Fresh blocks for the `num_tokens` tokens a swapped-out request brings back."""
+        assert req.request_id not in self.req_blocks
+        blocks = self.pool.get_new_blocks(cdiv(num_tokens, self.block_size))
+        self.req_blocks[req.request_id] = blocks
+
+    def free(self, req: Request, finished: bool = False) -> None:
+        """Release req's blocks; its last blocks are queued for eviction first. A request
+        that will be recomputed (not `finished`) has its private full blocks hashed first,
+        so it can find them again, as if they had been cached when filled."""
+        num_cached = self.num_cached_blocks.pop(req.request_id, 0)
+        if self.enable_caching and not finished and req.request_id in self.req_blocks:
+            self._hash_blocks(req, self._private_from(req), num_cached)
+        self.private_from.pop(req.request_id, None)
+        blocks = self.req_blocks.pop(req.request_id, [])
+        self.pool.free_blocks(blocks[::-1])
+
+    def check_invariants(self) -> None:
+        self.pool.check_invariants()
+        if self.pool.lower is not None:
+            self.pool.lower.check_invariants(self.pool.cached.keys())
+        refs: dict[int, int] = {}
+        for blocks in self.req_blocks.values():
+            for block in blocks:
+                refs[block.block_id] = refs.get(block.block_id, 0) + 1
+        for block in self.pool.blocks[1:]:
+            assert block.ref_cnt == refs.get(block.block_id, 0), (block, refs.get(block.block_id))
+        for req_id, num_cached in self.num_cached_blocks.items():
+            blocks = self.req_blocks[req_id]
+            assert num_cached <= len(blocks)
+            # hashed when filled, up to the private blocks (hashed only on preemption)
+            hashed = min(num_cached, self.private_from.get(req_id, num_cached))
+            assert all(b.block_hash is not None for b in blocks[:hashed])

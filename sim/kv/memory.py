@@ -1,0 +1,215 @@
+"""The memory plan: how many KV blocks fit on each GPU, as the engine's start-up profiling finds.
+
+vLLM (and the teaching engines):
+    GPU memory x gpu_memory_utilization
+      - weights (this GPU's shard)
+      - peak activations of a profile run at the token budget (and the sampler warm-up)
+      - CUDA-graph pool (versions that subtract it before sizing the KV cache)
+      - non-torch memory (CUDA context, NCCL and library workspaces)
+      - linear-attention state for max_num_seqs requests
+SGLang: mem_fraction_static is the share for weights and the KV pool together (activations and
+    graphs live in the rest): GPU memory x mem_fraction_static - weights - non-torch - state.
+TensorRT-LLM: free_gpu_memory_fraction of what is free once weights, activations, graphs and
+    the runtime are in: (GPU memory - all of those) x fraction - state.
+= KV cache bytes, divided into blocks of block_size tokens x KV bytes per token. SGLang's
+page_size 1 is tracked in pages of KV_MIN_BLOCK tokens (a request's last page may hold up to
+15 unused slots; the radix cache matches prefixes to 16 tokens, not 1). With pipeline
+parallelism each GPU holds its stage's layers: a 1/pp share of weights and per-token KV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from sim.engines.settings import EngineSettings
+from sim.errors import UserError
+from sim.specs.hardware import Hardware
+from sim.specs.model import DTYPE_BYTES, Attention, ModelSpec
+from sim.specs.model_config import load_model
+
+GIB = 2**30
+ACT_BYTES = 2  # bf16 activations
+LOGIT_BYTES = 4  # logits are upcast to fp32
+SAMPLER_COPIES = 3  # logits, probabilities and sorted values live together in the warm-up (prior)
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
+    """KV heads are split across TP ranks; with fewer heads than ranks each rank keeps one."""
+    return max(1, model.num_kv_heads // tp)
+
+
+KV_MIN_BLOCK = 16  # the finest KV page the simulator tracks (SGLang's page_size 1 -> 16)
+
+
+def kv_block_tokens(settings: EngineSettings) -> int:
+    """Tokens per KV block as the simulator tracks the pool."""
+    return max(settings.block_size, KV_MIN_BLOCK)
+
+
+def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int = 1) -> int:
+    """Per-token KV bytes one GPU stores, over all layers that keep per-token KV.
+
+    Windowed layers are counted like full ones: the block pool does not yet free blocks that
+    slide out of a window (vLLM's hybrid allocator does), so this is the conservative size.
+    """
+    total = sum(
+        count * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
+        for layer, count in model.layer_groups.items()
+    )
+    return -(-total // pp)
+
+
+def layer_kv_bytes_per_token_per_gpu(model: ModelSpec, layer, kv_dtype: str, tp: int) -> int:
+    """Per-token KV bytes one GPU stores for one layer: its share of the KV heads (one head at
+    least), the whole MLA latent (replicated on every rank), nothing for linear attention."""
+    match layer.attention:
+        case Attention.LINEAR:
+            return 0
+        case Attention.MLA:
+            return model.kv_bytes_per_token_of(layer, kv_dtype)
+        case _:
+            return int(
+                2 * kv_heads_per_gpu(model, tp) * model.head_dim * model.kv_dtype_bytes(kv_dtype)
+            )
+
+
+def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
+    """Peak of the start-up profile run: one forward at the token budget, then the sampler."""
+    t = settings.max_num_batched_tokens
+    h = model.hidden_size
+    mlp_width = model.intermediate_size
+    if model.moe is not None:
+        mlp_width = max(
+            mlp_width,
+            model.moe.experts_per_token * model.moe.expert_intermediate_size
+            + model.moe.shared_intermediate_size,
+        )
+    qkv = model.q_width + 2 * model.kv_width
+    forward = t * ACT_BYTES * (4 * h + (qkv + 3 * mlp_width) // tp)
+    logits = settings.max_num_seqs * model.vocab_size * LOGIT_BYTES
+    return max(forward + logits, SAMPLER_COPIES * logits)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    total_bytes: int
+    gpu_memory_utilization: float
+    weight_bytes: int
+    activation_bytes: int
+    cudagraph_bytes: int
+    non_torch_bytes: int
+    linear_state_bytes: int
+    kv_cache_bytes: int
+    kv_bytes_per_token: int
+    block_size: int
+    num_blocks: int  # including vLLM's null block, as num_gpu_blocks counts it
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.kv_bytes_per_token * self.block_size
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens the pool can hold (the null block holds none)."""
+        return (self.num_blocks - 1) * self.block_size
+
+    def record(self) -> dict:
+        return {**asdict(self), "kv_capacity_tokens": self.kv_capacity_tokens}
+
+
+def plan_memory(
+    hardware: Hardware,
+    model: ModelSpec,
+    settings: EngineSettings,
+    tp: int,
+    weight_dtype: str,
+    pp: int = 1,
+    ep: int = 1,
+) -> MemoryPlan:
+    """The KV pool one GPU of a replica gets. With experts spread over every data-parallel
+    rank's GPUs (ep > tp), each GPU holds num_experts / ep of them."""
+    total = hardware.hbm_bytes
+    frac = settings.gpu_memory_utilization
+    weights = model.weight_bytes(weight_dtype) // (tp * pp)
+    if ep > tp:
+        experts = int(model.expert_params * DTYPE_BYTES[model.resolve_weight_dtype(weight_dtype)])
+        weights = (model.weight_bytes(weight_dtype) - experts) // (tp * pp) + experts // (ep * pp)
+    activation = activation_peak_bytes(model, settings, tp)
+    graphs, runtime = settings.cudagraph_memory_bytes, settings.non_torch_memory_bytes
+    linear_state = (
+        model.linear_state_bytes(settings.kv_cache_dtype) // (tp * pp) * settings.max_num_seqs
+    )
+    if settings.scheduler == "sglang":  # weights + KV pool = total x mem_fraction_static
+        budget = int(total * frac)
+        kv_bytes = budget - weights - runtime - linear_state
+        what = f"{frac:.3f} x {hardware.hbm_gib:.1f} GiB - weights - runtime"
+    elif settings.scheduler == "trtllm":  # a fraction of what is free after start-up
+        budget = total
+        kv_bytes = int((total - weights - activation - graphs - runtime) * frac) - linear_state
+        what = f"{frac:.2f} x (the {hardware.hbm_gib:.1f} GiB left after weights and runtime)"
+    else:
+        budget = int(total * frac)
+        kv_bytes = budget - weights - activation - graphs - runtime - linear_state
+        what = f"{frac:.2f} x {hardware.hbm_gib:.1f} GiB - weights - activations - runtime"
+    block = kv_block_tokens(settings)
+    per_token = kv_bytes_per_token_per_gpu(model, settings.kv_cache_dtype, tp, pp)
+    if settings.speculative_method != "none":  # the proposer's weights and KV
+        more_weights, more_kv = draft_memory(model, settings, weight_dtype, tp, pp, per_token)
+        weights, per_token = weights + more_weights, per_token + more_kv
+        kv_bytes -= more_weights
+    if weights > budget:
+        raise UserError(
+            f"{model.name} weights need {weights / GIB:.1f} GiB per GPU at tp={tp}"
+            f"{f' pp={pp}' if pp > 1 else ''}, more than {frac:.2f} x "
+            f"{hardware.hbm_gib:.1f} GiB of {hardware.name}; "
+            "raise parallel.tp, use a smaller dtype, or a larger GPU"
+        )
+    if kv_bytes < 2 * per_token * block:
+        raise UserError(
+            f"no memory left for the KV cache on {hardware.name} at tp={tp}: {what} = "
+            f"{kv_bytes / GIB:.1f} GiB (weights {weights / GIB:.1f}, activations "
+            f"{activation / GIB:.1f}, graphs and runtime {(graphs + runtime) / GIB:.1f}, "
+            f"linear-attention state {linear_state / GIB:.1f} GiB); raise parallel.tp or the "
+            "memory fraction, or lower the token budget / batch size"
+        )
+    plan = MemoryPlan(
+        total_bytes=total,
+        gpu_memory_utilization=frac,
+        weight_bytes=weights,
+        activation_bytes=activation,
+        cudagraph_bytes=graphs,
+        non_torch_bytes=runtime,
+        linear_state_bytes=linear_state,
+        kv_cache_bytes=kv_bytes,
+        kv_bytes_per_token=per_token,
+        block_size=block,
+        num_blocks=settings.num_gpu_blocks_override or kv_bytes // (per_token * block),
+    )
+    needed_blocks = -(-settings.max_model_len // block)
+    if needed_blocks > plan.num_blocks - 1:
+        raise UserError(
+            f"max_model_len {settings.max_model_len} needs "
+            f"{needed_blocks * plan.bytes_per_block / GIB:.2f} GiB of KV cache for one request, "
+            f"more than the {(plan.num_blocks - 1) * plan.bytes_per_block / GIB:.2f} GiB the "
+            f"pool holds; the longest that fits is "
+            f"{plan.kv_capacity_tokens} tokens: set engine_args.max_model_len at or below it, "
+            "or raise the memory fraction or parallel.tp"
+        )
+    return plan
+
+
+def draft_memory(model, settings, weight_dtype: str, tp: int, pp: int, per_token: int):
+    """(weight bytes, KV bytes per token) the proposer adds on each GPU: an EAGLE head or an
+    MTP module is about one decoder layer of the target (its weights, its KV in the same
+    blocks); a draft model its own weights and KV; n-gram lookup nothing."""
+    match settings.speculative_method:
+        case "eagle" | "mtp":
+            layers = max(model.mtp_layers, 1)
+            weights = model.weight_bytes(weight_dtype) * layers // model.num_layers // tp
+            return weights, per_token * pp * layers // model.num_layers
+        case "draft_model":
+            draft = load_model(settings.speculative_model)
+            kv = kv_bytes_per_token_per_gpu(draft, settings.kv_cache_dtype, tp, 1)
+            return draft.weight_bytes(weight_dtype) // tp, kv
+        case _:
+            return 0, 0

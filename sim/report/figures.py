@@ -1,0 +1,32 @@
+"""What every report shares: matplotlib without a screen, PNGs whose bytes depend only on what
+they show, and markdown tables."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
+
+from sim.run.outputs import atomic_write  # noqa: E402
+
+PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
+
+__all__ = ["PNG_META", "md_table", "plt", "save_png"]
+
+
+def save_png(fig, path: Path, dpi: int = 110) -> str:
+    """Write `fig` to `path` (atomically) and close it; its file name, for the report's link."""
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata=PNG_META))
+    plt.close(fig)
+    return path.name
+
+
+def md_table(rows: list[tuple], header: tuple) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

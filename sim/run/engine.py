@@ -1,0 +1,160 @@
+"""One replica of a serving engine: scheduler + KV cache + cost model, stepped by a driver.
+
+Engine.step(now) plans a step, prices it, applies its outcome as of now + dt and returns dt;
+Engine.advance(now, horizon) may instead jump over a run of decode-only steps
+(sim/run/fast_forward.py). The engine knows nothing of simpy, so a plain loop can drive it as well
+as the simpy driver. With
+pipeline parallelism a step is a micro-batch: start_step plans and prices it, finish_step
+applies it when it leaves the last stage, and up to pp micro-batches are in flight.
+"""
+
+from __future__ import annotations
+
+from sim.cost.step import CostModel, StepCost
+from sim.engines.settings import EngineSettings
+from sim.engines.speculative import drafts_per_step
+from sim.kv.manager import KVCacheManager
+from sim.kv.memory import MemoryPlan
+from sim.kv.offload import tiers_for
+from sim.run.fast_forward import fast_forward
+from sim.run.metrics import StepLog
+from sim.run.phases import PhaseLog
+from sim.schedulers.base import Scheduler, SchedulerOptions, StepPlan
+from sim.schedulers.sglang import SglangScheduler
+from sim.schedulers.teaching import OrcaScheduler, StaticScheduler
+from sim.schedulers.trtllm import TrtllmScheduler
+from sim.schedulers.vllm_v0 import VllmV0Scheduler
+from sim.schedulers.vllm_v1 import VllmV1Scheduler
+from sim.workload.request import Request, Status
+
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    "vllm_v0": VllmV0Scheduler,
+    "vllm_v1": VllmV1Scheduler,
+    "sglang": SglangScheduler,
+    "trtllm": TrtllmScheduler,
+    "orca": OrcaScheduler,
+    "static": StaticScheduler,
+}
+PP_SCHEDULERS = ("vllm_v1",)  # families whose pipeline-parallel scheduling is modelled
+
+
+class Engine:
+    """One replica, whole from its constructor: its scheduler family (settings.scheduler) over a
+    KV cache manager of memory.num_blocks (with offload tiers when the settings ask), priced by
+    `cost`, recording its steps into `steps` (and each request's phases into `phases` when a
+    run is traced: then every step is simulated one by one)."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        memory: MemoryPlan,
+        cost: CostModel,
+        steps: StepLog,
+        replica: int = 0,
+        pp: int = 1,
+        fast_forward: bool = True,
+        host_bytes_per_s: float = 0.0,
+        options: SchedulerOptions = SchedulerOptions(),
+        phases: PhaseLog | None = None,
+    ):
+        assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in Setup (check_parallel)
+        lower = tiers_for(settings, memory.bytes_per_block, host_bytes_per_s)
+        kv = KVCacheManager(
+            memory.num_blocks, memory.block_size, settings.enable_prefix_caching, lower
+        )
+        self.scheduler: Scheduler = SCHEDULERS[settings.scheduler](
+            settings, kv, memory.bytes_per_block, options
+        )
+        self.kv = kv
+        self.cost = cost
+        self.steps = steps
+        self.replica = replica
+        self.pp = pp
+        self.max_model_len = settings.max_model_len
+        self.phases = phases
+        # fast-forward replays one token a step: not with speculative decoding, nor when each
+        # step is handed to the phase log
+        self.fast_forward = (
+            fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
+        )
+        self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    @property
+    def load(self) -> int:
+        """vLLM's data-parallel balancing score: waiting requests weigh four times running."""
+        return 4 * len(self.scheduler.waiting) + len(self.scheduler.running)
+
+    @property
+    def outstanding(self) -> int:
+        """Requests sent to this replica and not yet finished."""
+        return len(self.scheduler.waiting) + len(self.scheduler.running)
+
+    def cached_prefix_tokens(self, req: Request) -> int:
+        """Tokens of `req`'s prompt this replica's prefix cache holds now."""
+        return self.kv.get_computed_blocks(req, admit=False)[1]
+
+    def add_request(self, req: Request) -> bool:
+        """Queue `req`; False (and REJECTED, with the reason) when the engine refuses it:
+        prompt + output exceed max_model_len, as the OpenAI server refuses such a request, or
+        the scheduler can never run it (say, a prompt over TensorRT-LLM's max_num_tokens
+        without chunked context)."""
+        reason = None
+        if req.prompt_len + req.max_output_len > self.max_model_len:
+            reason = (
+                f"prompt {req.prompt_len} + output {req.max_output_len} tokens exceed "
+                f"max_model_len {self.max_model_len}"
+            )
+        else:
+            reason = self.scheduler.admission_error(req)
+        if reason is not None:
+            req.status = Status.REJECTED
+            req.reject_reason = reason
+            return False
+        self.scheduler.add_request(req)
+        return True
+
+    def start_step(self, now: float) -> tuple[StepPlan, StepCost]:
+        """Plan and price the next step (or micro-batch) starting at `now`."""
+        plan = self.scheduler.schedule(now)
+        return plan, self.cost.step_cost(plan)
+
+    def finish_step(self, plan: StepPlan, cost: StepCost, start_s: float, end_s: float):
+        """Apply a step's outcome as of `end_s`; return the requests it finished."""
+        sched = self.scheduler
+        finished = sched.update_from_output(plan, end_s)
+        if self.phases is not None:
+            self.phases.record(self.replica, plan, start_s, end_s)
+        self.steps.record(
+            self.replica,
+            start_s,
+            end_s - start_s,
+            cost,
+            plan,
+            self.kv.num_used_blocks,
+            len(sched.running),
+            len(sched.waiting),
+        )
+        return finished
+
+    def advance(self, now: float, horizon: float) -> tuple[list[float], list[Request]]:
+        """Run one step from `now`, or, with fast-forward on, a run of decode-only steps that
+        all start before `horizon` (the next event from outside this replica): (the steps'
+        durations, the requests they finished). Both give the same results to the bit."""
+        if self.fast_forward:
+            run = fast_forward(self, now, horizon)
+            if run is not None:
+                return run
+        dt, finished = self.step(now)
+        return [dt], finished
+
+    def step(self, now: float) -> tuple[float, list[Request]]:
+        """Run one step starting at `now`: (its duration, the requests it finished)."""
+        plan, cost = self.start_step(now)
+        if plan.batch_size == 0 and plan.num_preempted == 0:
+            raise RuntimeError(f"engine {self.replica} has work but scheduled nothing at {now}")
+        dt = cost.total_s
+        return dt, self.finish_step(plan, cost, now, now + dt)

@@ -1,0 +1,177 @@
+"""Everything a run derives from its config before the clock starts: the GPU, the model, the
+engine's resolved settings, the memory plan and the kernel pricer; and the replicas built
+from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sim.config import SimConfig
+from sim.cost.prior import CostProfile
+from sim.cost.profiles import PricingChoice, choose_pricer
+from sim.cost.step import CostModel
+from sim.engines.resolve import after_memory, resolve
+from sim.engines.settings import EngineSettings
+from sim.engines.speculative import drafts_per_step
+from sim.errors import UserError
+from sim.kv.memory import MemoryPlan, plan_memory
+from sim.run.engine import PP_SCHEDULERS, Engine
+from sim.run.metrics import StepLog
+from sim.run.phases import PhaseLog
+from sim.schedulers.base import SchedulerOptions
+from sim.specs.hardware import Hardware, load_hardware
+from sim.specs.model import ModelSpec
+from sim.specs.model_config import load_model
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Everything a run derives from its config before the clock starts."""
+
+    config: SimConfig
+    hardware: Hardware
+    model: ModelSpec
+    settings: EngineSettings
+    memory: MemoryPlan
+    prior: CostProfile
+    pricing: PricingChoice
+
+    @classmethod
+    def from_config(cls, cfg: SimConfig, model: ModelSpec | None = None) -> Setup:
+        """`model`, when given, replaces the one cfg.model names (long_context: a model
+        allowed a context beyond its trained length)."""
+        hardware = load_hardware(cfg.hardware)
+        model = model or load_model(cfg.model)
+        _check_heads(model, cfg.parallel.tp)
+        settings = resolve(
+            cfg.engine, hardware, model, cfg.parallel.tp, cfg.entry_point, cfg.engine_args
+        )
+        return cls._build(cfg, settings, hardware, model, None)
+
+    @classmethod
+    def from_settings(
+        cls, cfg: SimConfig, settings: EngineSettings, kernel_version: str | None
+    ) -> Setup:
+        """The run of `cfg` with these engine settings, as resolve() returns them (before the
+        memory plan sizes what an engine derives from its KV pool), priced with the kernels
+        measured for `kernel_version` of the engine (default: the settings' own version).
+        upgrade_diff builds its mixtures of two versions' settings this way."""
+        model = load_model(cfg.model)
+        _check_heads(model, cfg.parallel.tp)
+        return cls._build(cfg, settings, load_hardware(cfg.hardware), model, kernel_version)
+
+    @classmethod
+    def _build(cls, cfg, settings, hardware: Hardware, model: ModelSpec, kernel_version) -> Setup:
+        par = cfg.parallel
+        tp = par.tp
+        check_parallel(model, settings, par.tp, par.pp, par.ep, par.dp)
+        memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp, par.ep)
+        settings = after_memory(settings, memory.kv_capacity_tokens)
+        prior = CostProfile.load("prior")
+        if par.link_bytes_per_s is not None:  # the peer link; host transfers keep PCIe
+            hardware = replace(hardware, nvlink_bytes_per_s=par.link_bytes_per_s)
+        if par.link_latency_s is not None:
+            prior = replace(prior, allreduce_latency_s=par.link_latency_s)
+        pricing = choose_pricer(
+            hardware, cfg.cost_profile, prior, settings.engine, kernel_version or settings.version
+        )
+        return cls(cfg, hardware, model, settings, memory, prior, pricing)
+
+    @property
+    def dp_lockstep(self) -> bool:
+        par = self.config.parallel
+        if par.dp_lockstep is not None:
+            return par.dp_lockstep and par.dp > 1
+        vllm = self.settings.scheduler.startswith("vllm")
+        return par.dp > 1 and vllm and self.model.moe is not None
+
+    def cost_model(self) -> CostModel:
+        return CostModel(
+            self.model,
+            self.settings,
+            self.config.parallel.tp,
+            self.config.dtype,
+            self.pricing.pricer,
+            self.prior,
+            self.config.parallel.pp,
+            self.config.parallel.ep,
+        )
+
+    def engines(
+        self,
+        steps: StepLog,
+        first_replica: int = 0,
+        phases: PhaseLog | None = None,
+        measure_from: int = 0,
+        sends_kv: bool = False,
+    ) -> list[Engine]:
+        """The run's parallel.dp replicas, numbered from `first_replica`, whole: each with its
+        scheduler's options (draft acceptance drawn per replica of this setup, warm-up requests
+        before `measure_from`, a disaggregated prefill pool's replicas holding KV until sent)
+        and, when traced, the phase log."""
+        cost = self.cost_model()
+        par = self.config.parallel
+        spec = drafts_per_step(self.settings) > 0
+        return [
+            Engine(
+                self.settings,
+                self.memory,
+                cost,
+                steps,
+                replica=first_replica + k,
+                pp=par.pp,
+                fast_forward=self.config.fast_forward,
+                host_bytes_per_s=self.hardware.pcie_bytes_per_s,
+                options=SchedulerOptions(
+                    np.random.default_rng([self.config.seed, k]) if spec else None,
+                    measure_from,
+                    sends_kv,
+                ),
+                phases=phases,
+            )
+            for k in range(par.dp)
+        ]
+
+
+def _check_heads(model: ModelSpec, tp: int) -> None:
+    if model.num_q_heads % tp:
+        raise UserError(
+            f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
+        )
+
+
+def check_parallel(
+    model: ModelSpec, settings: EngineSettings, tp: int, pp: int, ep: int, dp: int = 1
+) -> None:
+    if pp > 1 and settings.speculative_method != "none":
+        raise UserError(
+            f"parallel.pp={pp} with speculative_method={settings.speculative_method}: "
+            "vLLM does not run speculative decoding with pipeline parallelism"
+        )
+    if pp > model.num_layers:
+        raise UserError(f"parallel.pp={pp} exceeds {model.name}'s {model.num_layers} layers")
+    if pp > 1 and settings.scheduler not in PP_SCHEDULERS:
+        raise UserError(
+            f"parallel.pp={pp}: pipeline parallelism is modelled for vLLM's V1 engine (0.8+) "
+            f"only, not {settings.engine}@{settings.version}; use parallel.tp"
+        )
+    if ep > 1:
+        if model.moe is None:
+            raise UserError(f"parallel.ep={ep}: {model.name} is not a mixture-of-experts model")
+        if ep not in (tp, tp * dp):
+            raise UserError(
+                f"parallel.ep={ep}: experts are split over a replica's tensor-parallel group "
+                f"(ep = tp = {tp}) or over every GPU of the data-parallel ranks (ep = tp x dp "
+                f"= {tp * dp}), or not at all (1)"
+            )
+        if ep > tp and not settings.scheduler.startswith("vllm_v1"):
+            raise UserError(
+                f"parallel.ep={ep} across data-parallel ranks is modelled for vLLM's V1 engine "
+                f"only, not {settings.engine}@{settings.version}"
+            )
+        if model.moe.num_experts % ep:
+            raise UserError(
+                f"parallel.ep={ep} must divide {model.name}'s {model.moe.num_experts} experts"
+            )

@@ -1,0 +1,34 @@
+"""scenario=capacity as a Scenario: the search (sim/scenarios/capacity/search.py), then its
+outputs (sim/scenarios/capacity/report.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.config import SimConfig
+from sim.report.console import ProgressBar
+from sim.run.setup import Setup
+from sim.scenarios.capacity.report import headline, write_capacity_outputs
+from sim.scenarios.capacity.search import CapacityResult, check, run_capacity
+
+
+class Capacity:
+    counts = "probes"
+
+    def check(self, cfg: SimConfig) -> None:
+        Setup.from_config(cfg)
+        check(cfg)
+
+    def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> CapacityResult:
+        return run_capacity(cfg, progress=bar.update_count)
+
+    def write(self, result: CapacityResult, out_dir: Path) -> None:
+        write_capacity_outputs(result.summary, out_dir)
+
+    def brief(self, result: CapacityResult, out_dir: Path, sweeping: bool) -> None:
+        s = result.summary
+        print(f"capacity: {headline(s)}")
+        print(
+            f"{len(s['probes'])} probes, {s['simulations_run']} simulations in "
+            f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+        )

@@ -1,0 +1,38 @@
+"""scenario=disagg as a Scenario: the split search (sim/scenarios/disagg/search.py), then its
+outputs (sim/scenarios/disagg/report.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from sim.config import SimConfig
+from sim.report.console import ProgressBar
+from sim.run.disagg import Pools
+from sim.run.disagg import check as check_run
+from sim.scenarios.disagg.report import headline, write_search_outputs
+from sim.scenarios.disagg.search import DisaggResult, run_disagg_search
+from sim.scenarios.disagg.search import check as check_search
+
+
+class Disagg:
+    counts = "simulations"
+
+    def check(self, cfg: SimConfig) -> None:
+        Pools.from_config(replace(cfg, disagg=replace(cfg.disagg, enabled=True)))
+        check_run(cfg)
+        check_search(cfg)
+
+    def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> DisaggResult:
+        return run_disagg_search(cfg, progress=bar.update_count)
+
+    def write(self, result: DisaggResult, out_dir: Path) -> None:
+        write_search_outputs(result.summary, out_dir)
+
+    def brief(self, result: DisaggResult, out_dir: Path, sweeping: bool) -> None:
+        s = result.summary
+        print(f"disagg: {headline(s)}")
+        print(
+            f"{len(s['probes'])} splits probed, {s['simulations_run']} simulations in "
+            f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+        )

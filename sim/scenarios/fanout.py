@@ -1,0 +1,83 @@
+"""Many simulations at once: the one fan-out every scenario that runs more than one uses.
+
+    results = fan_out(fn, calls, jobs, progress, keep)
+
+runs fn(*args) for each args in `calls` and returns the results in the order of `calls`,
+`jobs` at a time in joblib's worker processes (every core by default; one job, or one call,
+runs in this process). Workers keep their pricing tables from one call to the next
+(sim/cost/attention.py shares decode tables by fingerprint). `progress(done, total)` is called
+as each call finishes. With `keep` (a folder and one key per call), each result is written
+there as JSON the moment it arrives, and a call whose result is already kept is not run again:
+an interrupted scenario resumes where it stopped. Results are the same whatever the order in
+which calls finish: each simulation is deterministic in its own config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from joblib import Parallel, delayed
+
+from sim.run.outputs import write_json
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """Where finished results are kept, and the key (file name) of each call's."""
+
+    folder: Path
+    keys: Sequence[str]
+
+    def path(self, i: int) -> Path:
+        return self.folder / f"{self.keys[i]}.json"
+
+    def load(self, i: int):
+        """A kept result, or None when there is none (or it cannot be read: then it is rerun)."""
+        try:
+            return json.loads(self.path(i).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+
+def _indexed(fn: Callable, i: int, args: tuple):
+    return i, fn(*args)
+
+
+def fan_out(
+    fn: Callable,
+    calls: Sequence[tuple],
+    jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    keep: Kept | None = None,
+) -> list:
+    """fn(*args) for every args in `calls`, in order (see the module's doc)."""
+    total = len(calls)
+    results: dict[int, object] = {}
+    if keep is not None:
+        for i in range(total):
+            if (kept := keep.load(i)) is not None:
+                results[i] = kept
+        if results and progress:
+            progress(len(results), total)
+    todo = [i for i in range(total) if i not in results]
+
+    def done(i: int, result) -> None:
+        results[i] = result
+        if keep is not None:
+            write_json(keep.path(i), result)
+        if progress:
+            progress(len(results), total)
+
+    n = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
+    if n == 1:
+        for i in todo:
+            done(i, fn(*calls[i]))
+    else:
+        runner = Parallel(n_jobs=n, return_as="generator_unordered")
+        for i, result in runner(delayed(_indexed)(fn, i, calls[i]) for i in todo):
+            done(i, result)
+    return [results[i] for i in range(total)]

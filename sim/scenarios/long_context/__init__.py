@@ -1,0 +1,1 @@
+"""sim/scenarios/long_context: TODO."""

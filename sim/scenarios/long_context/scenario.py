@@ -1,0 +1,45 @@
+"""scenario=long_context as a Scenario: the study (sim/scenarios/long_context/study.py), then
+its outputs (sim/scenarios/long_context/report.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.config import SimConfig
+from sim.report.console import ProgressBar
+from sim.scenarios.long_context.report import write_long_context_outputs
+from sim.scenarios.long_context.runs import Context
+from sim.scenarios.long_context.study import Study, run_long_context
+from sim.scenarios.long_context.text import (
+    cotenant_sentence,
+    decode_sentence,
+    memory_sentence,
+    ttft_sentence,
+)
+
+
+class LongContext:
+    counts = "runs"
+
+    def check(self, cfg: SimConfig) -> None:
+        Context.of(cfg).settings(cfg.parallel.tp)
+
+    def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> Study:
+        return run_long_context(cfg, progress=bar.update_count)
+
+    def write(self, result: Study, out_dir: Path) -> None:
+        write_long_context_outputs(result, out_dir)
+
+    def brief(self, result: Study, out_dir: Path, sweeping: bool) -> None:
+        s = result.summary
+        print(
+            f"long_context: {s['model']}, {s['prompt_tokens']:,} prompt tokens on {s['hardware']}"
+        )
+        for title, sentence in (
+            ("Memory", memory_sentence),
+            ("TTFT", ttft_sentence),
+            ("Decode", decode_sentence),
+            ("Everyone else", cotenant_sentence),
+        ):
+            print(f"  {title}: {sentence(s)}")
+        print(f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, report.md, plots)")

@@ -1,0 +1,124 @@
+"""Running any `task=` through its Scenario (sim/scenarios/protocol.py), single run or sweep.
+
+    python -m sim ...      sim/__main__.py checks every run's config up front (check), then
+                           Hydra calls run_task once per run (each point of a -m sweep)
+    run_task(cfg)          the run dir marked INCOMPLETE while the task runs; in a sweep, a run
+                           dir that already finished this very configuration is not run again
+                           (an interrupted sweep resumes, sim/scenarios/sweep/table.py); then
+                           scenario.run, write, brief; the summary returned
+
+The sweep's own outputs (sweep.parquet, report.md) come from the Hydra callback of
+sim/scenarios/sweep/table.py when the last run has ended.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from sim.cli import to_sim_config
+from sim.config import SimConfig
+from sim.report.console import ProgressBar
+from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
+from sim.scenarios.protocol import Scenario
+from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line
+
+
+def scenario_for(task: str) -> Scenario:
+    """The scenario a task names. Each import is here, not at the top: a run loads only its
+    own scenario's stack (plotting, other scenarios), which keeps `python -m sim` quick."""
+    match task:
+        case "simulate":
+            from sim.scenarios.simulate import Simulate
+
+            return Simulate()
+        case "show_engine":
+            from sim.scenarios.show_engine import ShowEngine
+
+            return ShowEngine()
+        case "kernel_check":
+            from sim.scenarios.kernel_check import KernelCheck
+
+            return KernelCheck()
+        case "validate":
+            from sim.scenarios.validate.scenario import Validate
+
+            return Validate()
+        case "upgrade_diff":
+            from sim.scenarios.upgrade_diff.scenario import UpgradeDiff
+
+            return UpgradeDiff()
+        case "long_context":
+            from sim.scenarios.long_context.scenario import LongContext
+
+            return LongContext()
+        case "capacity":
+            from sim.scenarios.capacity.scenario import Capacity
+
+            return Capacity()
+        case "teach":
+            from sim.scenarios.teach.scenario import Teach
+
+            return Teach()
+        case "disagg":
+            from sim.scenarios.disagg.scenario import Disagg
+
+            return Disagg()
+    raise ValueError(f"unknown task {task!r}")  # config.py refuses it before this
+
+
+def check(cfg: SimConfig) -> None:
+    """Everything the task can refuse before anything runs (a UserError says what and how)."""
+    scenario_for(cfg.task).check(cfg)
+
+
+def run_task(cfg: DictConfig) -> dict:
+    """Run the task into Hydra's run dir and return its summary."""
+    sim_cfg = to_sim_config(cfg)
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    sweeping = hc.mode == RunMode.MULTIRUN
+    config = asdict(sim_cfg)
+    sweeper = getattr(hc, "sweeper", None)
+    params = sweeper.get("params") if sweeper is not None else None
+    if not sweeping and params:
+        print(
+            f"note: scenario={hc.runtime.choices.get('scenario')} is a sweep over "
+            f"{', '.join(params)}; this ran one point of it. Add -m to run the sweep.",
+            file=sys.stderr,
+        )
+    if sweeping and (done := finished_summary(out_dir, config)) is not None:
+        print(f"{out_dir}: already finished, not run again")
+        return done
+    mark_incomplete(out_dir, "its task is running (or the process running it was killed)")
+    try:
+        summary = _run(scenario_for(sim_cfg.task), sim_cfg, out_dir, sweeping)
+    except KeyboardInterrupt:
+        mark_incomplete(out_dir, "interrupted (Ctrl-C) before its outputs were all written")
+        print(f"sim: interrupted; {out_dir} is marked {INCOMPLETE}", file=sys.stderr)
+        raise
+    except BaseException as exc:
+        mark_incomplete(out_dir, f"stopped by an error: {exc}")
+        raise
+    mark_complete(out_dir)
+    if sweeping:
+        mark_finished(out_dir, config)
+        line = progress_line(Path(hc.sweep.dir), time.time())
+        if line:
+            print(line, flush=True)
+    return summary
+
+
+def _run(scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool) -> dict:
+    bar_on = cfg.output.progress and sys.stderr.isatty()
+    with ProgressBar(enabled=bar_on, what=scenario.counts) as bar:
+        result = scenario.run(cfg, out_dir, bar)
+    scenario.write(result, out_dir)
+    scenario.brief(result, out_dir, sweeping)
+    return result.summary

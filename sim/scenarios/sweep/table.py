@@ -1,0 +1,223 @@
+"""A multirun's sweep table: one row per run, written once the sweep ends, however it ran.
+
+`python -m sim -m KEY=a,b,c ... hydra.sweep.dir=DIR` runs each point in DIR/<job number>/ (with
+the joblib launcher on every core, or the Ray launcher on a cluster); Hydra then calls
+SweepTable.on_multirun_end in the launching process, which reads every run's
+.hydra/overrides.yaml and summary.json and writes DIR/sweep.parquet and DIR/sweep.csv:
+
+    the swept settings, by their own names (`max_num_batched_tokens`, `rate`; the dotted key
+    where two share a name), then the summary's scalar metrics (`p99_ttft_ms`, ...), then
+    `run_dir`.
+
+A run whose dir already holds a summary.json of the same configuration is not simulated again
+(sim/__main__.py), so an interrupted sweep resumes where it stopped and the table still has
+every row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from hydra.experimental.callback import Callback
+
+from sim.run.outputs import atomic_write
+
+
+def _overrides(run_dir: Path) -> dict[str, str]:
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    items = yaml.safe_load(path.read_text()) or []
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+# simulator figures (summary.json's "sim") worth a column of their own
+SIM_COLUMNS = ("prefix_cache_hit_rate", "preemptions", "mean_batch_size", "kv_usage_peak")
+
+
+def _metrics(summary: dict) -> dict:
+    """The summary's top-level numbers, and a few simulator figures (the rest of the nested
+    records stay in summary.json)."""
+    out = {
+        k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    sim = summary.get("sim") or {}
+    out |= {k: sim[k] for k in SIM_COLUMNS if k in sim}
+    if d := summary.get("disagg"):  # a disaggregated run: its GPUs, transfers, TTFT parts
+        out |= {"gpus": d["gpus"], "kv_transfer_mean_ms": d["transfer"]["mean_ms"]}
+        out |= {f"mean_ttft_{p}_ms": v["mean"] for p, v in d["ttft_split_ms"].items()}
+    return out
+
+
+def collect(sweep_dir: Path) -> pd.DataFrame:
+    """One row per finished run under `sweep_dir` (runs without a summary.json are left out
+    and named in the frame's attrs["unfinished"])."""
+    runs, unfinished = [], []
+    for run_dir in sorted((p for p in sweep_dir.iterdir() if p.is_dir()), key=_job_order):
+        if not (run_dir / ".hydra").is_dir():
+            continue
+        summary = run_dir / "summary.json"
+        if not summary.is_file():
+            unfinished.append(run_dir.name)
+            continue
+        runs.append((run_dir, _overrides(run_dir), json.loads(summary.read_text())))
+    keys = list(dict.fromkeys(k for _, o, _ in runs for k in o))  # in Hydra's order
+    swept = [k for k in keys if len({o.get(k) for _, o, _ in runs}) > 1]
+    leaves = Counter(k.rpartition(".")[2] for k in swept)
+    names = {k: k.rpartition(".")[2] if leaves[k.rpartition(".")[2]] == 1 else k for k in swept}
+    rows = []
+    for run_dir, overrides, summary in runs:
+        row = {names[k]: _value(overrides.get(k)) for k in swept}
+        row |= _metrics(summary)
+        row["run_dir"] = run_dir.name
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs["unfinished"] = unfinished
+    frame.attrs["swept"] = [names[k] for k in swept]
+    frame.attrs["keys"] = {names[k]: k for k in swept}
+    slo = next((s["slo"] for _, _, s in runs if isinstance(s.get("slo"), dict)), {})
+    frame.attrs["slo"] = {k.removesuffix("_ms"): v for k, v in slo.items()}
+    return frame
+
+
+def _job_order(path: Path) -> tuple:
+    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
+
+
+def _value(text: str | None):
+    """An override's value as YAML reads it (8192 -> int, 0.5 -> float, null -> None)."""
+    if text is None:
+        return None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
+    frame = collect(sweep_dir)
+    atomic_write(sweep_dir / "sweep.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic_write(sweep_dir / "sweep.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    return frame
+
+
+PROGRESS = "sweep_progress.json"  # the sweep's size and start, for each run's progress line
+
+
+def sweep_size(overrides: list[str], params: dict | None = None) -> int:
+    """Runs a basic sweep makes of these command-line overrides and the config's
+    hydra.sweeper.params (a scenario's own sweep; the command line wins for a key it sets):
+    the product of each swept key's number of values."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sim.cli import params_not_given
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    extra = params_not_given(parsed, params or {})
+    size = 1
+    for o in [*parsed, *OverridesParser.create().parse_overrides(extra)]:
+        if o.is_sweep_override():
+            size *= len(list(o.sweep_string_iterator()))
+    return size
+
+
+def progress_line(sweep_dir: Path, now: float) -> str | None:
+    """`sweep: 12/64 runs done, 41 s so far, about 3 min left`, from the finished runs' marks
+    (the rate from those finished since this sweep started, so resumed runs do not count)."""
+    try:
+        info = json.loads((sweep_dir / PROGRESS).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    marks = [p.stat().st_mtime for p in sweep_dir.glob(f"*/{DONE}")]
+    started, total = info["started_at"], info["total"]
+    fresh = sum(1 for t in marks if t >= started)
+    elapsed = max(now - started, 0.0)
+    line = f"sweep: {len(marks)}/{total} runs done, {elapsed:.0f} s so far"
+    left = total - len(marks)
+    if fresh and left > 0:
+        line += f", about {elapsed / fresh * left:.0f} s left"
+    return line
+
+
+class SweepTable(Callback):
+    """Hydra callback (scenarios/config.yaml, hydra.callbacks): the sweep's size at the start
+    (for each run's progress line), the sweep table at the end."""
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        import time
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        params = config.hydra.sweeper.get("params") or {}
+        total = sweep_size(
+            list(config.hydra.overrides.task), {k: str(v) for k, v in params.items()}
+        )
+        info = {"total": total, "started_at": time.time()}
+        atomic_write(sweep_dir / PROGRESS, lambda tmp: tmp.write_text(json.dumps(info)))
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if not sweep_dir.is_dir():
+            return
+        from sim.scenarios.sweep.report import write_sweep_report
+
+        frame = write_sweep_table(sweep_dir)
+        missing = frame.attrs["unfinished"]
+        note = f"; unfinished: {', '.join(missing)}" if missing else ""
+        print(f"sweep: {len(frame)} runs in {sweep_dir}/sweep.parquet and sweep.csv{note}")
+        report = write_sweep_report(sweep_dir, frame, engine_default_label(config, frame))
+        if rec := report.get("recommendation"):
+            print(f"sweep: {rec['sentence']}")
+        print(f"sweep: report in {sweep_dir}/report.md")
+
+
+DONE = "done.json"  # the configuration a finished run ran, written after all its outputs
+
+
+def finished_summary(run_dir: Path, config: dict) -> dict | None:
+    """The summary of a run dir that already ran exactly `config`, else None."""
+    done, summary = run_dir / DONE, run_dir / "summary.json"
+    if not (done.is_file() and summary.is_file()):
+        return None
+    try:
+        if json.loads(done.read_text()) != json.loads(json.dumps(config, default=str)):
+            return None
+        return json.loads(summary.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def mark_finished(run_dir: Path, config: dict) -> None:
+    atomic_write(
+        run_dir / DONE, lambda tmp: tmp.write_text(json.dumps(config, default=str, indent=1))
+    )
+
+
+def engine_default_label(config, frame: pd.DataFrame) -> str | None:
+    """The label (sim/sweep_report.label) of the engine's own values of the swept engine
+    arguments on this configuration, when every swept setting is an engine argument."""
+    from dataclasses import replace
+
+    from sim.cli import to_sim_config
+    from sim.errors import UserError
+    from sim.scenarios.sweep.report import label, split_columns
+
+    _, settings = split_columns(frame)
+    keys = frame.attrs.get("keys", {})
+    if not settings or not all(keys[s].startswith("engine_args.") for s in settings):
+        return None
+    try:
+        cfg = to_sim_config(config)
+        args = dict(cfg.engine_args) | {s: None for s in settings}
+        from sim.run.setup import Setup
+
+        setup = Setup.from_config(replace(cfg, engine_args=args))
+    except (UserError, KeyError, ValueError):
+        return None
+    values = setup.settings.as_mapping()
+    if not all(s in values for s in settings):
+        return None
+    return label({s: values[s]["value"] for s in settings}, settings)

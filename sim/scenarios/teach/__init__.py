@@ -1,0 +1,1 @@
+"""sim/scenarios/teach: TODO."""

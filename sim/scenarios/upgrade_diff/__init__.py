@@ -1,0 +1,1 @@
+"""sim/scenarios/upgrade_diff: TODO."""

@@ -1,0 +1,52 @@
+"""scenario=upgrade_diff as a Scenario: the plan, the attribution and the load sweep
+(sim/scenarios/upgrade_diff/study.py), then the report (sim/scenarios/upgrade_diff/report.py).
+Each simulation's outcome is kept in RUN_DIR/simulations/ as it finishes: a rerun into the same
+run dir resumes from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.config import SimConfig
+from sim.report.console import ProgressBar
+from sim.scenarios.upgrade_diff.mixtures import METRICS
+from sim.scenarios.upgrade_diff.report import write_upgrade_outputs
+from sim.scenarios.upgrade_diff.study import NAMES, UpgradeResult, fmt, make_plan, run_upgrade_diff
+
+
+class UpgradeDiff:
+    counts = "runs"
+
+    def check(self, cfg: SimConfig) -> None:
+        make_plan(cfg)
+
+    def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> UpgradeResult:
+        cache = out_dir / "simulations"  # each simulation's outcome: a rerun resumes from them
+        kept = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
+        if kept:
+            print(f"upgrade_diff: resuming; {kept} simulations already done in {cache}")
+        return run_upgrade_diff(cfg, progress=bar.update_count, cache=cache)
+
+    def write(self, result: UpgradeResult, out_dir: Path) -> None:
+        write_upgrade_outputs(result.summary, out_dir)
+
+    def brief(self, result: UpgradeResult, out_dir: Path, sweeping: bool) -> None:
+        s = result.summary
+        b, a = s["before"]["engine"], s["after"]["engine"]
+        print(f"upgrade_diff: {b} -> {a}")
+        for m in METRICS:
+            print(
+                f"  {NAMES[m][0]:<20} {fmt(m, s['before'][m]):>16} -> "
+                f"{fmt(m, s['after'][m]):>16}  {s['change_pct'][m]:+7.1f}%"
+            )
+        m = s["headline"]
+        print(f"  {NAMES[m][0]} by setting (Shapley, points of %):")
+        for row in s["attribution"][:8]:
+            if not row["inert"]:
+                print(
+                    f"    {row['setting']:<32} {row['category']:<10} "
+                    f"{row['effect_pct'][m]:+7.1f} ± {row['ci_pct'][m]:.1f}"
+                )
+        print(f"Verdict: {s['verdict']}")
+        print(f"{s['simulations_run']} simulations in {s['wall_time_s']:.0f} s.")
+        print(f"Outputs: {out_dir}/ (summary.json, attribution.csv, report.md, waterfall.png)")

@@ -1,0 +1,237 @@
+"""The validation case file: its schema, and loading it into cases for scenario=validate.
+
+A case file holds real runs, each with what the simulator needs to replay it and what was
+measured:
+
+    cases:
+      - id: any-unique-string
+        engine: vllm@0.8.3
+        hardware: a100-40gb
+        model: llama-3.1-70b            # catalogue name or a config.json path
+        dtype: bf16                     # optional; kv_cache_dtype: fp8 optional
+        parallel: {tp: 8, pp: 1, dp: 1, ep: 1}
+        engine_args: {gpu_memory_utilization: 0.95}
+        workload:                       # exactly one of:
+          closed_loop: {concurrency: 16, num_requests: 80, input_len: 1024, output_len: 1024}
+          poisson: {rate: 4.0, num_requests: 200, lengths: PATH}
+          burst: {num_requests: 5000, lengths: PATH}
+          bench_json: PATH              # its metrics are the default `measured`
+          trace: PATH                   # extensions: replay recorded arrivals and lengths,
+          constant: {rate: 4.0, num_requests: 200, input_len: 512, output_len: 128}  # or rate
+        measured: {mean_ttft_ms: 121.4, mean_tpot_ms: 13.2}   # any summary.json keys
+        requests: PATH                  # optional: per-request measurements, for KS tests
+
+Other keys a case may carry: entry_point (server | offline), seed, cost_profile, notes, source,
+flags (data-quality marks an importer sets, e.g. prefill_above_peak).
+Relative paths resolve against the case file's folder. A case that cannot be simulated (a
+schema error, an unknown model, a model that does not fit, a missing file) becomes an error row
+with its reason; the other cases still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from sim.config import SimConfig, WorkloadConfig
+from sim.errors import UserError, key_name, shown
+from sim.workload.bench_results import bench_metrics
+
+WORKLOAD_KINDS = ("closed_loop", "poisson", "burst", "bench_json", "trace", "constant")
+REQUIRED = ("id", "engine", "hardware", "model", "workload")
+KNOWN = (
+    *REQUIRED,
+    "dtype",
+    "kv_cache_dtype",
+    "parallel",
+    "engine_args",
+    "measured",
+    "requests",
+    "entry_point",
+    "seed",
+    "cost_profile",
+    "notes",
+    "source",
+    "flags",
+)
+PARALLEL_KEYS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "router",
+    "dp_lockstep",
+    "link_bytes_per_s",
+    "link_latency_s",
+)
+WORKLOAD_FIELDS = {f.name for f in fields(WorkloadConfig)}
+PATH_KEYS = ("lengths", "path")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    file: str
+    data: dict  # the case as written
+    config: SimConfig | None = None
+    measured: dict = field(default_factory=dict)  # metric -> value
+    requests: str | None = None  # per-request measurements
+    error: str | None = None
+
+    @property
+    def slices(self) -> dict:
+        w = self.data.get("workload")
+        kind = next(iter(w), "?") if isinstance(w, dict) else "?"
+        return {
+            "hardware": str(self.data.get("hardware", "?")),
+            "engine": str(self.data.get("engine", "?")),
+            "workload": kind,
+            "model": str(self.data.get("model", "?")),
+        }
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        f = self.data.get("flags") or ()
+        return tuple(str(x) for x in f) if isinstance(f, list) else ()
+
+
+def load_cases(paths, base: SimConfig) -> list[Case]:
+    """Every case of every file; per-case problems become cases with `error` set."""
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for path in paths:
+        path = Path(path)
+        if not _exists(path):
+            raise UserError(f"validate.cases: {path} does not exist")
+        if path.is_dir():
+            raise UserError(f"validate.cases: {path} is a folder; give the case files in it")
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text; save the case file as UTF-8") from None
+        except yaml.YAMLError as exc:
+            raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        except RecursionError:
+            raise UserError(f"{path}: not valid YAML (nested too deeply)") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list):
+            raise UserError(f"{path}: expected a mapping with a list under `cases:`")
+        for i, data in enumerate(doc["cases"]):
+            case_id = str(data.get("id")) if isinstance(data, dict) and "id" in data else None
+            label = case_id or f"{path.name}#{i + 1}"
+            try:
+                if case_id in seen:
+                    raise UserError(f"duplicate case id {case_id!r}")
+                case = _build(data, path, base)
+            except UserError as exc:
+                raw = data if isinstance(data, dict) else {"id": label}
+                case = Case(label, str(path), raw, error=str(exc))
+            seen.add(case.id)
+            cases.append(case)
+    return cases
+
+
+def _build(data, path: Path, base: SimConfig) -> Case:
+    if not isinstance(data, dict):
+        raise UserError("a case must be a mapping")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise UserError(f"missing key(s) {', '.join(missing)}")
+    here = path.parent
+    model = str(data["model"])
+    if model.endswith(".json"):
+        model = str(_resolve(here, model))
+    parallel = data.get("parallel") or {}
+    if not isinstance(parallel, dict) or set(parallel) - set(PARALLEL_KEYS):
+        raise UserError(f"parallel: expected a mapping of {', '.join(PARALLEL_KEYS)}")
+    engine_args = data.get("engine_args") or {}
+    if not isinstance(engine_args, dict):
+        raise UserError("engine_args: expected a mapping of engine argument names to values")
+    engine_args = dict(engine_args)
+    if "kv_cache_dtype" in data:
+        engine_args["kv_cache_dtype"] = data["kv_cache_dtype"]
+    workload, measured_default, requests = _workload(data["workload"], here)
+    measured = data.get("measured", measured_default)
+    if not isinstance(measured, dict) or not measured:
+        raise UserError("measured: expected a mapping of summary.json keys to values")
+    for key, value in measured.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e300:
+            raise UserError(f"measured.{key_name(key)}={shown(value)}: expected a number > 0")
+    if "requests" in data:
+        requests = str(_resolve(here, str(data["requests"])))
+    mapping = {
+        k: v for k, v in asdict(base).items() if k not in ("workload", "validate", "engine_args")
+    }
+    mapping |= {
+        "task": "simulate",
+        "engine": str(data["engine"]),
+        "hardware": str(data["hardware"]),
+        "model": model,
+        "dtype": str(data.get("dtype", "auto")),
+        "entry_point": str(data.get("entry_point", "server")),
+        "seed": data.get("seed", base.seed),
+        "cost_profile": str(data.get("cost_profile", base.cost_profile)),
+        "parallel": {**asdict(base.parallel), **{k: 1 for k in ("tp", "pp", "dp", "ep")}}
+        | parallel,
+        "engine_args": engine_args,
+        "workload": workload,
+        "output": {"report": False, "progress": False},
+    }
+    config = SimConfig.from_mapping(mapping)
+    return Case(str(data["id"]), str(path), data, config, dict(measured), requests)
+
+
+def _resolve(here: Path, value: str) -> Path:
+    p = Path(value)
+    with contextlib.suppress(RuntimeError):  # ~user of a user this machine does not have
+        p = p.expanduser()
+    p = p if p.is_absolute() else here / p
+    if not _exists(p):
+        where = shown(str(p), 120, text=True)
+        raise UserError(f"{shown(value, 80, text=True)}: no such file (resolved to {where})")
+    return p
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
+def _workload(spec, here: Path) -> tuple[dict, dict, str | None]:
+    """(WorkloadConfig mapping, default measured metrics, per-request file) of a case."""
+    if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in WORKLOAD_KINDS:
+        raise UserError(f"workload: expected exactly one of {', '.join(WORKLOAD_KINDS)}")
+    kind, body = next(iter(spec.items()))
+    if kind in ("bench_json", "trace"):
+        if not isinstance(body, str):
+            raise UserError(f"workload.{kind}: expected a file path")
+        path = _resolve(here, body)
+        out = {"kind": kind, "path": str(path), "num_requests": None, "rate": None}
+        if kind == "bench_json":
+            return out, bench_metrics(path), str(path)
+        return out, {}, None
+    if not isinstance(body, dict):
+        raise UserError(f"workload.{kind}: expected a mapping")
+    unknown = sorted(set(body) - WORKLOAD_FIELDS, key=str)
+    if unknown:
+        raise UserError(f"workload.{kind}: unknown key {key_name(unknown[0])}")
+    need = {
+        "closed_loop": ("concurrency", "num_requests"),
+        "poisson": ("rate", "num_requests"),
+        "constant": ("rate", "num_requests"),
+    }
+    need = need.get(kind, ("num_requests",))
+    missing = [k for k in need if k not in body]
+    if missing:
+        raise UserError(f"workload.{kind}: missing {', '.join(missing)}")
+    if "lengths" not in body and not {"input_len", "output_len"} <= set(body):
+        raise UserError(f"workload.{kind}: give input_len and output_len, or lengths: PATH")
+    out = {"kind": kind, "length_dist": "fixed", "rate": None, **body}
+    for key in PATH_KEYS:
+        if key in out and out[key] is not None:
+            out[key] = str(_resolve(here, str(out[key])))
+    return out, {}, None

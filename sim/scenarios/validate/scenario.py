@@ -1,0 +1,63 @@
+"""scenario=validate as a Scenario: every case of the case files simulated
+(sim/scenarios/validate/runs.py), then compared with its measurements
+(sim/scenarios/validate/report.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.config import SimConfig
+from sim.errors import UserError
+from sim.report.console import ProgressBar
+from sim.scenarios.validate.cases import Case, load_cases
+from sim.scenarios.validate.report import write_validation
+from sim.scenarios.validate.runs import rows, run_all, summarize
+
+
+@dataclass(frozen=True)
+class Validation:
+    cases: tuple[Case, ...]
+    results: tuple[dict, ...]  # one per case: its predicted metrics, or its error
+    title: str  # the case files
+
+    @property
+    def summary(self) -> dict:
+        cases, results = list(self.cases), list(self.results)
+        return {"validation": summarize(cases, results, rows(cases, results))}
+
+
+class Validate:
+    counts = "cases"
+
+    def check(self, cfg: SimConfig) -> None:
+        case_files(cfg)
+
+    def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> Validation:
+        paths = case_files(cfg)
+        cases = load_cases(paths, cfg)
+        results = run_all(cases, cfg.validate.jobs, progress=bar.update_count)
+        return Validation(tuple(cases), tuple(results), ", ".join(str(p) for p in paths))
+
+    def write(self, result: Validation, out_dir: Path) -> None:
+        write_validation(list(result.cases), list(result.results), out_dir, result.title)
+
+    def brief(self, result: Validation, out_dir: Path, sweeping: bool) -> None:
+        v = result.summary["validation"]
+        print(f"validate: {v['num_cases']} cases ({v['num_failed']} could not be simulated)")
+        for metric, med in v["median_abs_pct_error"].items():
+            p90 = v["p90_abs_pct_error"][metric]
+            print(f"  {metric:<24} median |error| {med:6.1f}%   p90 {p90:6.1f}%")
+        for cid, why in list(v["failed"].items())[:5]:
+            print(f"  failed {cid}: {why}")
+        print(f"Outputs: {out_dir}/ (summary.json, validation.csv, report.md)")
+
+
+def case_files(cfg: SimConfig) -> tuple[str, ...]:
+    paths = cfg.validate.cases
+    if not paths:
+        raise UserError("scenario=validate needs validate.cases=FILE (or a list: [A,B])")
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise UserError(f"validate.cases: {missing[0]} does not exist")
+    return paths
