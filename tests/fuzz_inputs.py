@@ -40,8 +40,10 @@ from sim.config import MAX_TOKENS, SimConfig
 from sim.errors import UserError
 from sim.paths import HARDWARE_DIR, MODEL_CATALOG_DIR
 from sim.scenarios.validate.cases import load_cases
-from sim.scenarios.validate.importers import bench_json as importer_bench_json
-from sim.scenarios.validate.importers import guidellm, silicon, write_cases
+from sim.scenarios.validate.importers.bench_json import bench_json as importer_bench_json
+from sim.scenarios.validate.importers.command import write_cases
+from sim.scenarios.validate.importers.guidellm import guidellm
+from sim.scenarios.validate.importers.silicon import silicon
 from sim.specs.hardware import load_hardware
 from sim.specs.model import Attention
 from sim.specs.model_config import load_model

@@ -7,6 +7,7 @@ prefill step of D seconds (tests/test_queueing.py checks the engine gives M/D/1 
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -17,7 +18,9 @@ import pytest
 from scipy import optimize
 
 from sim.errors import UserError
-from sim.scenarios.capacity.search import Search, cost_figures, margin, run_capacity, verdict
+from sim.scenarios.capacity.result import cost_figures
+from sim.scenarios.capacity.search import Search, run_capacity
+from sim.scenarios.probes import margin, verdict
 from sim.specs.hardware import load_hardware
 from tests.conftest import config, run_plain
 
@@ -46,17 +49,18 @@ def test_constant_arrivals_find_the_hand_computed_rate():
     end. With a TTFT target above D, the capacity is 1/D; below D, nothing meets it."""
     d = service_time_s()
     cfg = one_at_a_time("constant", 200, 1.5 * d * 1e3, tolerance=0.001, max_probes=40)
-    out = run_capacity(cfg).summary
-    assert out["saturated_rate"] == pytest.approx(1.0 / d, rel=1e-9)
-    assert not out["noise_limited"] and out["stopped_by"] == "tolerance"
-    assert (1 - 0.001) / d <= out["capacity_rate"] < 1.0 / d
-    assert out["capacity_rate_upper"] == out["saturated_rate"]  # the first overloaded rate
-    assert out["p99_ttft_ms_at_capacity"] == pytest.approx(d * 1e3, rel=1e-9)
-    verdicts = {p["verdict"] for p in out["probes"]}
+    result = run_capacity(cfg)
+    out = result.answer
+    assert out.saturated_rate == pytest.approx(1.0 / d, rel=1e-9)
+    assert not out.noise_limited and out.stopped_by == "tolerance"
+    assert (1 - 0.001) / d <= out.capacity_rate < 1.0 / d
+    assert out.capacity_rate_upper == out.saturated_rate  # the first overloaded rate
+    assert out.at_capacity.p99_ttft_ms == pytest.approx(d * 1e3, rel=1e-9)
+    verdicts = {p.verdict for p in result.probes}
     assert verdicts == {"meets", "overloaded"}
-    too_tight = run_capacity(one_at_a_time("constant", 200, 0.9 * d * 1e3)).summary
-    assert too_tight["capacity_rate"] == 0.0
-    assert too_tight["stopped_by"] == "no rate meets the SLOs"
+    too_tight = run_capacity(one_at_a_time("constant", 200, 0.9 * d * 1e3)).answer
+    assert too_tight.capacity_rate == 0.0
+    assert too_tight.stopped_by == "no rate meets the SLOs"
 
 
 def md1_p99_wait(rate: float, d: float) -> float:
@@ -86,10 +90,10 @@ def test_poisson_arrivals_find_the_md1_capacity():
     expected = optimize.brentq(lambda r: md1_p99_wait(r, d) + d - s, 0.05 / d, 0.9 / d)
     assert 0.5 < expected * d < 0.8  # a moderate load, where the p99 is well estimated
     cfg = one_at_a_time("poisson", 10_000, s * 1e3, seeds=3, max_seeds=6, tolerance=0.02)
-    out = run_capacity(cfg).summary
+    out = run_capacity(cfg).answer
     # the answer is a bracket: the highest rate shown to meet, the lowest shown to miss; the
     # theory's rate lies in it (2% of slack for the p99 of a finite run), and it is narrow
-    lo, hi = out["capacity_rate"], out["capacity_rate_upper"]
+    lo, hi = out.capacity_rate, out.capacity_rate_upper
     assert lo <= expected * 1.02 and hi >= expected * 0.98
     assert hi / lo - 1 <= 0.2
     assert lo == pytest.approx(expected, rel=0.06)
@@ -102,11 +106,11 @@ def test_replicas_for_a_rate():
     rate = 3.5 / d
     cfg = one_at_a_time("constant", 800, 1.5 * d * 1e3, rate=rate)
     cfg = replace(cfg, parallel=replace(cfg.parallel, router="round_robin"))
-    out = run_capacity(cfg).summary
-    assert out["mode"] == "replicas"
-    assert out["replicas"] == math.ceil(rate * d) == 4
-    assert out["gpus"] == 4
-    tried = {p["replicas"]: p["verdict"] for p in out["probes"]}
+    out = run_capacity(cfg)
+    assert out.answer.mode == "replicas"
+    assert out.answer.replicas == math.ceil(rate * d) == 4
+    assert out.cost.gpus == 4
+    tried = {p.replicas: p.verdict for p in out.probes}
     assert tried == {1: "overloaded", 2: "overloaded", 4: "meets", 3: "overloaded"}
 
 
@@ -128,27 +132,28 @@ def test_unclear_probes_get_more_seeds():
     cfg = one_at_a_time("poisson", 300, 3 * d * 1e3, seeds=2, max_seeds=5)
     search = Search(cfg)
     p = search.probe(0.75 / d, 1)
-    assert len(p.runs) in (2, 4, 5)
+    runs = p.seeded.runs
+    assert len(runs) in (2, 4, 5)
     if p.verdict == "unclear":
-        assert len(p.runs) == 5
-    assert len({r["p99_ttft_ms"] for r in p.runs}) == len(p.runs)  # different draws
+        assert len(runs) == 5
+    assert len({r["p99_ttft_ms"] for r in runs}) == len(runs)  # different draws
 
 
 def test_cost_per_million_output_tokens():
     cfg = config(parallel={"tp": 2, "pp": 1})
     h100 = load_hardware("h100-sxm")
-    result = {"replicas": 3, "capacity_rate": 12.0, "output_throughput_at_capacity": 5000.0}
-    out = cost_figures(cfg, h100, result)
-    assert out["gpus"] == 6 and out["capacity_rate_per_gpu"] == 2.0
-    assert out["gpu_hour_usd"] == h100.gpu_hour_usd == 2.99
+    result = {"replicas": 3, "capacity_rate": 12.0, "output_tokens_per_s": 5000.0}
+    out = cost_figures(cfg, h100, **result)
+    assert out.gpus == 6 and out.capacity_rate_per_gpu == 2.0
+    assert out.gpu_hour_usd == h100.gpu_hour_usd == 2.99
     # 6 GPUs x $2.99/h = $17.94/h for 5,000 tok/s = 18M tok/h: $0.99667 per million
-    assert out["cost_per_million_output_tokens"] == pytest.approx(17.94 / 18.0)
+    assert out.cost_per_million_output_tokens == pytest.approx(17.94 / 18.0)
     cheap = cost_figures(replace(cfg, capacity=replace(cfg.capacity, gpu_hour_usd=1.0)), h100,
-                         result)  # fmt: skip
-    assert cheap["price_source"] == "capacity.gpu_hour_usd"
-    assert cheap["cost_per_million_output_tokens"] == pytest.approx(6.0 / 18.0)
-    nothing = cost_figures(cfg, load_hardware("l40s"), result)
-    assert nothing["gpu_hour_usd"] is None and nothing["cost_per_million_output_tokens"] is None
+                         **result)  # fmt: skip
+    assert cheap.price_source == "capacity.gpu_hour_usd"
+    assert cheap.cost_per_million_output_tokens == pytest.approx(6.0 / 18.0)
+    nothing = cost_figures(cfg, load_hardware("l40s"), **result)
+    assert nothing.gpu_hour_usd is None and nothing.cost_per_million_output_tokens is None
 
 
 def test_bad_capacity_requests_fail_clearly():
@@ -183,8 +188,6 @@ def test_capacity_scenario_end_to_end(tmp_path):
         for name in ("summary.json", "probes.csv", "report.md", "capacity.png"):
             assert (out / name).is_file(), name
         outs.append(out)
-    import json
-
     a, b = (json.loads((o / "summary.json").read_text()) for o in outs)
     a.pop("wall_time_s"), b.pop("wall_time_s")
     assert a == b

@@ -16,6 +16,8 @@ from sim.kv.transfer import Pair, transfer_window
 from sim.run.disagg import TTFT_PARTS, Pools, simulate_disagg
 from sim.run.disagg_driver import check_disagg_conservation, run_disagg
 from sim.run.metrics import StepLog
+from sim.scenarios.capacity.search import check as capacity_check
+from sim.scenarios.disagg.search import run_disagg_search
 from sim.schedulers.base import StepPlan
 from sim.specs.hardware import load_hardware
 from sim.specs.links import Link, load_link
@@ -220,8 +222,6 @@ def test_refusals():
     with pytest.raises(UserError, match=r"disagg\.decode pool"):
         # 70B fits 4 H100s, not the decode pool's one
         Pools.from_config(disagg_cfg(model="llama-3.1-70b", disagg={"prefill": {"tp": 4}}))
-    from sim.scenarios.capacity.search import check as capacity_check
-
     with pytest.raises(UserError, match="scenario=disagg"):
         capacity_check(disagg_cfg(slo={"ttft_ms": 1000}, capacity={"rate": 5.0}))
     h100 = load_hardware("h100-sxm")
@@ -229,8 +229,6 @@ def test_refusals():
 
 
 def test_search_finds_the_fewest_gpus():
-    from sim.scenarios.disagg.search import run_disagg_search
-
     cfg = disagg_cfg(
         task="disagg",
         workload={"num_requests": 80, "rate": 24.0, "length_dist": "fixed",
@@ -238,15 +236,15 @@ def test_search_finds_the_fewest_gpus():
         slo={"ttft_ms": 300, "tpot_ms": 30},
         disagg={"max_replicas": 4, "colocated": False, "seeds": 1, "max_seeds": 1, "jobs": 1},
     )  # fmt: skip
-    s = run_disagg_search(cfg).summary
-    best = s["best"]
-    assert best is not None and best["verdict"] == "meets"
-    meeting = [p for p in s["probes"] if p["verdict"] == "meets"]
-    assert best["gpus"] == min(p["gpus"] for p in meeting)
+    r = run_disagg_search(cfg)
+    best = r.best
+    assert best is not None and best.verdict == "meets"
+    meeting = [p for p in r.probes if p.verdict == "meets"]
+    assert best.gpus == min(p.gpus for p in meeting)
     # one fewer decode replica beside the same prefill ones misses the SLOs (or is none)
-    fewer = [p for p in s["probes"] if p["prefill_replicas"] == best["prefill_replicas"]
-             and p["decode_replicas"] == best["decode_replicas"] - 1]  # fmt: skip
-    assert best["decode_replicas"] == 1 or (fewer and fewer[0]["verdict"] != "meets")
+    fewer = [p for p in r.probes if p.prefill_replicas == best.prefill_replicas
+             and p.decode_replicas == best.decode_replicas - 1]  # fmt: skip
+    assert best.decode_replicas == 1 or (fewer and fewer[0].verdict != "meets")
 
 
 def test_command_line_outputs(tmp_path, monkeypatch):

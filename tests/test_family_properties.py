@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from sim.run.driver import check_conservation, run_loop, run_simpy
+from sim.run.engine import SCHEDULERS
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
 from sim.workload.generate import generate
@@ -148,3 +149,12 @@ def test_pipeline_and_replicas_lose_nothing(seed, pp, dp, router):
     assert used <= set(range(dp))
     if router == "round_robin":
         assert [outcome.replica_of[i] for i in range(6)] == [i % dp for i in range(6)]
+
+
+def test_every_scheduler_family_is_covered():
+    """A new family (docs/architecture.md's recipe) joins FAMILIES, or these tests miss it."""
+    covered = {
+        Setup.from_config(family_config(f, 0, {"num_requests": 1}, 256, 8)).settings.scheduler
+        for f in FAMILIES
+    }
+    assert covered == set(SCHEDULERS)

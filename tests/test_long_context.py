@@ -30,7 +30,9 @@ from sim.scenarios.long_context.runs import (
     with_long_request,
 )
 from sim.scenarios.long_context.study import run_long_context
+from sim.scenarios.long_context.text import memory_sentence
 from sim.specs.model_config import load_model, model_names
+from sim.workload.generate import Workload
 
 GIB = 2**30
 M = 1_048_576
@@ -108,8 +110,9 @@ def test_llama_8b_needs_four_h100s_for_a_million_tokens():
     assert "128.0 GiB" in given.why and f"the longest that fits: {longest:,} tokens" in given.why
     assert not ctx.fit(2).fits
     assert (fit.tp, fit.pp) == (4, 1)
-    s = run_long_context(cfg).summary
-    assert s["fits"] is False and s["min_tp_to_fit"] == 4 and s["simulated_parallel"] == "tp=4"
+    study = run_long_context(cfg)
+    assert study.memory.fits is False and study.memory.min_tp_to_fit == 4
+    assert study.at.parallel == "tp=4"
 
 
 # ---- time: the walk is the engine's TTFT ------------------------------------------------------
@@ -122,10 +125,10 @@ def test_walk_equals_the_engines_ttft_and_no_token_is_lost(tp, pp):
     split, rows = prefill_split(cost, prompt, chunk_tokens(cost.settings, prompt))
     w, _ = with_long_request(None, 0.0, prompt, output)
     run = simulate_run(sim_config(ctx, fit), ctx.model, w, keep=True)
-    engine = long_request_figures(run["requests"], 0)
-    assert engine["ttft_s"] == pytest.approx(split["walk_ttft_s"], rel=1e-12)
-    assert sum(split["breakdown_s"].values()) == pytest.approx(split["walk_ttft_s"], rel=1e-12)
-    steps = run["steps"]
+    engine = long_request_figures(run.requests, 0)
+    assert engine.ttft_s == pytest.approx(split.total_s, rel=1e-12)
+    assert sum(split.breakdown().values()) == pytest.approx(split.total_s, rel=1e-12)
+    steps = run.steps
     # every prompt token prefilled once; one token from the prefill, the rest one per decode
     assert int(steps["prefill_tokens"].sum()) == prompt
     assert int(steps["decode_tokens"].sum()) == output - 1
@@ -163,24 +166,24 @@ def test_sparse_attention_is_linear_beyond_top_k_but_its_indexer_is_not():
 def test_every_catalogue_model_gets_an_answer(name):
     cfg = config(model=name, hardware="h200", long_context={"prompt_tokens": 262_144})
     try:
-        s = run_long_context(cfg).summary
+        study = run_long_context(cfg)
     except UserError as exc:  # a model the engine does not serve: one clear line
         assert "\n" not in str(exc) and name in str(exc)
         return
-    assert s["kv_bytes_sequence"] > 0 and s["weights_bytes_per_gpu"] > 0
-    assert s["ttft_s"] > 0 and s["decode_ms_per_token"] > 0
-    assert s["fits"] == (s["why_not"] == "")
-    b = s["ttft_breakdown_s"]
-    assert sum(b.values()) == pytest.approx(s["ttft_s"], rel=1e-9)
+    m = study.memory
+    assert m.kv_bytes_sequence > 0 and m.weights_bytes_per_gpu > 0
+    assert study.ttft_s > 0 and study.decode_ms_per_token > 0
+    assert m.fits == (m.why_not == "")
+    b = study.prefill.breakdown()
+    assert sum(b.values()) == pytest.approx(study.ttft_s, rel=1e-9)
 
 
 def test_nothing_fits_is_said_plainly():
     cfg = config(hardware="rtx-4090", long_context={"prompt_tokens": 1 << 27})
-    s = run_long_context(cfg).summary
-    assert not s["fits"] and s["min_gpus_to_fit"] is None and not s["simulated"]
-    from sim.scenarios.long_context.text import memory_sentence
-
-    assert "No configuration" in memory_sentence(s)
+    study = run_long_context(cfg)
+    assert not study.memory.fits and study.memory.min_gpus_to_fit is None
+    assert not study.simulated
+    assert "No configuration" in memory_sentence(study)
 
 
 SUMMARY_KEYS = (
@@ -246,8 +249,6 @@ def test_bad_input_is_one_line(tmp_path):
 
 def test_co_tenants_are_the_same_requests_with_and_without():
     bg = np.array([0.0, 1.0, 2.0, 3.0])
-    from sim.workload.generate import Workload
-
     w = Workload(bg, np.full(4, 100), np.full(4, 10), np.arange(1, 33), np.arange(0, 40, 8)[:5],
                  16, None, "four")  # fmt: skip
     mixed, k = with_long_request(w, 1.5, 5000, 4)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import sim.run.metrics
-import sim.scenarios.upgrade_diff.mixtures
+import sim.scenarios.upgrade_diff.outcomes
 from sim.cli import compose_config, to_sim_config
 from sim.errors import UserError
 from sim.run.driver import check_conservation, run_simpy
@@ -187,13 +187,13 @@ def test_interrupted_upgrade_diff_resumes_without_redoing_simulations(tmp_path, 
     ]  # fmt: skip
     cfg = to_sim_config(compose_config(overrides))
     ran = []
-    real = sim.scenarios.upgrade_diff.mixtures.mixture_outcome
+    real = sim.scenarios.upgrade_diff.outcomes.mixture_outcome
 
     def counted(*args):
         ran.append(1)
         return real(*args)
 
-    monkeypatch.setattr(sim.scenarios.upgrade_diff.mixtures, "mixture_outcome", counted)
+    monkeypatch.setattr(sim.scenarios.upgrade_diff.outcomes, "mixture_outcome", counted)
     fresh = run_upgrade_diff(cfg).summary
     total = len(ran)
     assert total == fresh["simulations_run"] > 10

@@ -9,14 +9,9 @@ import sys
 import pytest
 
 from sim.cli import check_overrides
-from sim.scenarios.teach.lessons import (
-    LESSONS,
-    makespan,
-    max_itl_ms,
-    prefill_tokens,
-    run_lesson,
-    time_mean_batch,
-)
+from sim.scenarios.teach.lessons import LESSONS
+from sim.scenarios.teach.measures import makespan, max_itl_ms, prefill_tokens, time_mean_batch
+from sim.scenarios.teach.run import run_lesson
 from tests.test_timeline import check_html
 
 

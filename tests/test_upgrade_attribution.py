@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-import sim.scenarios.upgrade_diff.mixtures as upgrade
+import sim.scenarios.upgrade_diff.runs as upgrade
 from sim.engines.settings import Category
-from sim.scenarios.upgrade_diff.mixtures import METRICS, Change, attribute
+from sim.scenarios.upgrade_diff.attribute import attribute
+from sim.scenarios.upgrade_diff.changes import Change
+from sim.scenarios.upgrade_diff.outcomes import METRICS
 from tests.conftest import config
 
 CATS = [Category.DEFAULTS, Category.KERNELS, Category.SCHEDULING, Category.MEMORY]

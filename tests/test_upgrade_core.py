@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sim.engines.settings import Category
 from sim.run.setup import Setup
 from sim.run.simulate import simulate
-from sim.scenarios.upgrade_diff.mixtures import (
-    KERNELS,
-    attribute,
-    diff,
-    mixture_setup,
-    resolved,
-    run_mixtures,
-)
+from sim.scenarios.upgrade_diff.attribute import attribute
+from sim.scenarios.upgrade_diff.attribution import Memo, one_at_a_time, shapley
+from sim.scenarios.upgrade_diff.changes import KERNELS, diff, mixture_setup, resolved
+from sim.scenarios.upgrade_diff.outcomes import run_mixtures
 from tests.conftest import config
 
 PAIRS = [
@@ -85,10 +82,6 @@ def _known_pair(num_requests: int, output_len: int):
 def test_known_effects_are_attributed_to_their_settings():
     """Shapley values put the whole change on the KV blocks, exactly nothing on the cap, and
     add up to the change."""
-    import numpy as np
-
-    from sim.scenarios.upgrade_diff.attribution import Memo, one_at_a_time, shapley
-
     cfg, a, b, changes = _known_pair(120, 200)
     names = [c.name for c in changes]
     assert sorted(names) == ["long_prefill_token_threshold", "num_gpu_blocks_override"]

@@ -8,8 +8,10 @@ import pytest
 
 from sim.cli import compose_config, to_sim_config
 from sim.errors import UserError
-from sim.scenarios.upgrade_diff.mixtures import METRICS
-from sim.scenarios.upgrade_diff.study import make_plan, restore_flag, run_upgrade_diff
+from sim.scenarios.upgrade_diff.outcomes import METRICS
+from sim.scenarios.upgrade_diff.plan import make_plan
+from sim.scenarios.upgrade_diff.restore import restore_flag
+from sim.scenarios.upgrade_diff.study import run_upgrade_diff
 from tests.test_cli import sim
 
 SMALL = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -13,8 +14,14 @@ import yaml
 from sim.errors import UserError
 from sim.run.simulate import simulate
 from sim.scenarios.validate.cases import load_cases
-from sim.scenarios.validate.importers import catalogue_model, guidellm, llmservingsim, silicon
-from sim.scenarios.validate.runs import rows, run_all
+from sim.scenarios.validate.importers.catalogue import catalogue_model
+from sim.scenarios.validate.importers.guidellm import guidellm
+from sim.scenarios.validate.importers.llmservingsim import llmservingsim
+from sim.scenarios.validate.importers.silicon import block_scaled_fp8, silicon
+from sim.scenarios.validate.runs import run_all
+from sim.scenarios.validate.suite import build_cases, main
+from sim.scenarios.validate.targets import targets
+from sim.scenarios.validate.validation import Row, Validation, rows
 from tests.conftest import config, shared_data
 from tests.test_cli import sim
 
@@ -77,6 +84,16 @@ def test_file_errors_stop_before_anything_runs(tmp_path):
     assert cases[1].error == "duplicate case id 'tiny'"
 
 
+def test_a_duplicate_case_id_is_reported_not_hidden(tmp_path):
+    """The second case of an id is a failed row of its own (results come back by position; by
+    id, the first case's result used to stand in for it and the error was lost)."""
+    cases = load_cases([write(tmp_path, [case(), case()])], BASE)
+    results = run_all(cases, jobs=1)
+    assert results[0].error is None and results[1].error == "duplicate case id 'tiny'"
+    v = Validation(tuple(cases), tuple(results), "cases.yaml").summary["validation"]
+    assert v["num_cases"] == 2 and v["num_failed"] == 1
+
+
 def test_a_failing_case_does_not_stop_the_others(tmp_path):
     cases = load_cases(
         [
@@ -92,9 +109,9 @@ def test_a_failing_case_does_not_stop_the_others(tmp_path):
         BASE,
     )
     results = run_all(cases, jobs=1)
-    assert "not in the catalogue" in results[0]["error"]
-    assert "raise parallel.tp" in results[1]["error"]
-    assert results[2].get("error") is None and results[2]["predicted"]["mean_ttft_ms"] > 0
+    assert "not in the catalogue" in results[0].error
+    assert "raise parallel.tp" in results[1].error
+    assert results[2].error is None and results[2].predicted["mean_ttft_ms"] > 0
 
 
 def test_predictions_are_the_simulators_own(tmp_path):
@@ -103,9 +120,9 @@ def test_predictions_are_the_simulators_own(tmp_path):
     direct = simulate(c.config).summary
     table = rows([c], [res])
     for r in table:
-        assert r["predicted"] == pytest.approx(direct[r["metric"]])
-        expected = 100 * (direct[r["metric"]] - r["measured"]) / r["measured"]
-        assert r["error_pct"] == pytest.approx(expected)
+        assert r.predicted == pytest.approx(direct[r.metric])
+        expected = 100 * (direct[r.metric] - r.measured) / r.measured
+        assert r.error_pct == pytest.approx(expected)
 
 
 def test_tiny_case_file_end_to_end(tmp_path):
@@ -320,8 +337,9 @@ def test_bench_json_cases_take_the_files_metrics(tmp_path):
     assert c.error is None
     assert c.measured == {"mean_ttft_ms": 33.0, "p99_tpot_ms": 9.0, "output_throughput": 30.0}
     (res,) = run_all([c], jobs=1)
-    assert set(res["ks"]) == {"ttft", "itl"}
-    assert 0 <= res["ks"]["ttft"]["statistic"] <= 1 and res["ks"]["ttft"]["n"] == [3, 3]
+    assert set(res.ks) == {"ttft", "itl"}
+    ttft = res.ks["ttft"]
+    assert 0 <= ttft.statistic <= 1 and [ttft.num_measured, ttft.num_predicted] == [3, 3]
 
 
 def test_a_slower_server_link_slows_tensor_parallel_runs():
@@ -343,17 +361,9 @@ def test_a_slower_server_link_slows_tensor_parallel_runs():
 
 
 def test_suite_targets_over_vllm_rows_and_llmservingsim_runs():
-    from sim.scenarios.validate.suite import targets
-
     def row(case, engine, metric, err, flags=""):
-        return {
-            "case": case,
-            "engine": engine,
-            "hardware": "h200",
-            "metric": metric,
-            "error_pct": err,
-            "flags": flags,
-        }
+        # measured, predicted, workload and model: not read by the targets
+        return Row(case, metric, 1.0, None, err, "h200", engine, "closed_loop", "m", flags)
 
     table = [
         row("aic-a", "vllm@0.12.0", "mean_tpot_ms", 4.0),
@@ -363,19 +373,17 @@ def test_suite_targets_over_vllm_rows_and_llmservingsim_runs():
         row("llmservingsim-x", "vllm@0.19.0", "p50_ttft_ms", -16.0),
         row("llmservingsim-x", "vllm@0.19.0", "mean_ttft_ms", 50.0),
     ]
-    got = {(t["target"], t["metric"]): t for t in targets(table)}
+    got = {(t.target, t.metric): t for t in targets(table)}
     tpot = got[("vLLM rows of the silicon sample on H100/H200", "mean_tpot_ms")]
-    assert tpot["value_pct"] == 8.0 and tpot["met"] and tpot["num_values"] == 3
-    assert tpot["value_pct_unflagged"] == 6.0 and tpot["num_unflagged"] == 2
-    assert got[("SGLang rows of the silicon sample on H100/H200", "mean_tpot_ms")]["met"] is None
+    assert tpot.value_pct == 8.0 and tpot.met and tpot.num_values == 3
+    assert tpot.unflagged.median_abs_pct_error == 6.0 and tpot.unflagged.num_values == 2
+    assert got[("SGLang rows of the silicon sample on H100/H200", "mean_tpot_ms")].met is None
     lss = got[("llmservingsim-x", "p50_ttft_ms")]
-    assert lss["value_pct"] == 16.0 and lss["met"] is False
+    assert lss.value_pct == 16.0 and lss.met is False
     assert ("llmservingsim-x", "mean_ttft_ms") not in got  # means are reported, not targeted
 
 
 def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
-    from sim.scenarios.validate.suite import build_cases
-
     files, notes = build_cases(shared_data(""), tmp_path)
     loaded = load_cases(files, BASE)
     assert len(loaded) > 500
@@ -386,8 +394,6 @@ def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
 
 
 def test_block_scaled_fp8_checkpoints():
-    from sim.scenarios.validate.importers import block_scaled_fp8
-
     assert block_scaled_fp8("deepseek-ai/DeepSeek-R1")
     assert block_scaled_fp8("Qwen/Qwen3-235B-A22B-FP8")
     assert not block_scaled_fp8("Qwen/Qwen3-32B")  # online fp8: per-tensor
@@ -406,10 +412,6 @@ def test_block_scaled_fp8_checkpoints():
 def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
     """The suite's one command on a shared-data folder holding two silicon rows and one
     LLMServingSim run: case files, report with targets, summary.json, validation.csv."""
-    import shutil
-
-    from sim.scenarios.validate.suite import main
-
     run = shared_data("LLMServingSim/bench_examples/RTXPRO6000/Llama-3.1-8B")
     data = tmp_path / "data"
     shutil.copytree(run, data / "LLMServingSim/bench_examples/RTXPRO6000/Llama-3.1-8B")

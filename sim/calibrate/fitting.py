@@ -14,6 +14,7 @@ import pandas as pd
 
 from sim.cost.kernels import AttentionShape, CommTable, KernelPricer
 from sim.cost.prior import CostProfile
+from sim.cost.profiles import GpuProfile
 from sim.cost.roofline import (
     DECODE_FEATURES,
     ELEMENTWISE_FEATURES,
@@ -273,7 +274,5 @@ def _gemm_variant(variant: str, x, y, base: Surface) -> Surface:
 
 
 def pricer_for(hw: Hardware, family: dict) -> KernelPricer:
-    from sim.cost.profiles import GpuProfile
-
     profile = GpuProfile(hw.name, "f", {"f": family}, Path("<fit>"))
     return profile.pricer(hw, CostProfile.load("prior"), "f")

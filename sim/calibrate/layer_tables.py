@@ -12,7 +12,10 @@ import pandas as pd
 import yaml
 
 from sim.calibrate.observations import DEVICE_GPU, ELEMENTWISE_KIND, FOLDER_GPU, frame
+from sim.engines.resolve import attention_backend, parse_engine_spec
 from sim.errors import UserError
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model  # the catalogue gives the profiled shapes
 
 
 def _vidur_where(path: Path) -> tuple[str, str]:
@@ -109,10 +112,6 @@ def model_name_from_hf_id(hf_id: str) -> str:
 
 
 def read_layer_profile(folder: Path, only: str | None = None) -> pd.DataFrame:
-    from sim.engines.resolve import attention_backend, parse_engine_spec
-    from sim.specs.hardware import load_hardware
-    from sim.specs.model_config import load_model  # the catalogue gives the profiled model's shapes
-
     meta = yaml.safe_load((folder / "meta.yaml").read_text())
     model = load_model(model_name_from_hf_id(str(meta["model"])))
     gpu = DEVICE_GPU.get(str(meta.get("gpu", "")), str(meta.get("hardware", "")).lower())

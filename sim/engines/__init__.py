@@ -1,1 +1,14 @@
-"""sim/engines: TODO."""
+"""Engine releases as data: each version's defaults plus the rules that derive settings from the
+GPU and the model, resolved into one EngineSettings whose every field carries its category of
+cause and the rule that set it.
+
+    settings.py      EngineSettings, Category: what every simulation reads
+    resolve.py       resolve(): engine@version x GPU x model x engine_args -> EngineSettings
+    vllm.py, sglang.py, trtllm.py, teaching.py   one family's releases and rules each
+    speculative.py, features.py   vLLM V1 features (speculative decoding, KV offload and
+                     transfer) as knobs with defaults and start-up checks
+    overheads.py     engine CPU time per step by release (calibration/engine_overheads.yaml)
+    versions.py      version strings as comparable tuples
+
+May import sim.specs (and the root's config, errors, paths).
+"""

@@ -1,4 +1,5 @@
-"""Engine profiles: a version's defaults plus the rules that derive settings from GPU and model.
+"""Engine releases resolved: a version's defaults plus the rules that derive settings from GPU
+and model.
 
 `resolve()` turns (engine spec, hardware, model, TP, entry point, user overrides) into one
 EngineSettings, recording for each setting the rule that set it. Each engine family has a
@@ -11,12 +12,9 @@ real engine refuses at start-up.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
-from sim.engines import features, speculative
-from sim.engines import sglang as sglang_profile
-from sim.engines import teaching as teaching_profile
-from sim.engines import trtllm as trtllm_profile
-from sim.engines import vllm as vllm_profile
+from sim.engines import features, sglang, speculative, teaching, trtllm, vllm
 from sim.engines.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
@@ -25,12 +23,32 @@ from sim.specs.model import KV_DTYPES, ModelSpec
 from sim.specs.model_config import model_names
 
 GIB = 2**30
-ENGINES = {
-    "vllm": vllm_profile,
-    "sglang": sglang_profile,
-    "trtllm": trtllm_profile,
-    "orca": teaching_profile,
-    "static": teaching_profile,
+
+
+class Family(Protocol):
+    """What resolve() asks of an engine family's module (sim/engines/vllm.py, sglang.py,
+    trtllm.py, teaching.py); each also has capture_sizes and attention_backend, which _derive
+    calls with the family's own arguments."""
+
+    def releases(self, engine: str) -> tuple[str, ...]:
+        """The releases whose rules are known, oldest first."""
+
+    def unsupported_model(self, version: str, model: ModelSpec) -> str | None:
+        """Why `version` cannot serve `model` (None: it can)."""
+
+    def defaults(self, engine, release, hw, model, tp, entry_point, overrides) -> tuple:
+        """(values, rules, applicable knobs, the engine's own names) before user arguments."""
+
+    def after_memory(self, settings: EngineSettings, pool_tokens: int) -> EngineSettings:
+        """Limits the engine sizes from its KV pool at start-up."""
+
+
+ENGINES: dict[str, Family] = {
+    "vllm": vllm,
+    "sglang": sglang,
+    "trtllm": trtllm,
+    "orca": teaching,
+    "static": teaching,
 }
 ENTRY_POINTS = ("server", "offline")
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
@@ -139,7 +157,7 @@ def resolve(
     if entry_point not in ENTRY_POINTS:
         raise UserError(f"entry_point={entry_point!r}: choose one of {', '.join(ENTRY_POINTS)}")
     module = ENGINES[name]
-    why_not = getattr(module, "unsupported_model", lambda v, m: None)(version, model)
+    why_not = module.unsupported_model(version, model)
     if why_not:
         raise UserError(why_not)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -213,10 +231,10 @@ def _special(engine: str, key: str, value, values: dict, rules: dict) -> None:
             c = _coerce(key, value, float)
             if c <= 0:
                 raise UserError(f"engine_args.{key}={value!r}: must be > 0")
-            init = min(sglang_profile.INIT_RATIO * c, 1.0)
-            low = min(init * sglang_profile.MIN_RATIO_FACTOR, 1.0)
+            init = min(sglang.INIT_RATIO * c, 1.0)
+            low = min(init * sglang.MIN_RATIO_FACTOR, 1.0)
             values["new_token_ratio"], values["min_new_token_ratio"] = init, low
-            values["new_token_ratio_decay"] = (init - low) / sglang_profile.DECAY_STEPS
+            values["new_token_ratio_decay"] = (init - low) / sglang.DECAY_STEPS
             for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
                 rules[knob] = rule
 
@@ -248,7 +266,7 @@ def _derive(engine, rule_set, values, rules, overrides, hw, model, tp) -> None:
             sizes = tuple(s for s in (1, 2, 4, *range(8, max_capture + 1, 8)) if s <= max_capture)
             why = f"1, 2, 4, 8..{max_capture} step 8"
         elif engine == "vllm":
-            sizes, why = vllm_profile.capture_sizes(
+            sizes, why = vllm.capture_sizes(
                 version_tuple(rule_set),
                 v1,
                 values["max_num_seqs"],
@@ -256,13 +274,13 @@ def _derive(engine, rule_set, values, rules, overrides, hw, model, tp) -> None:
                 hw.compute_capability.startswith("10"),
             )
         elif engine == "sglang":
-            sizes, why = sglang_profile.capture_sizes(rule_set, graph_max_bs)
+            sizes, why = sglang.capture_sizes(rule_set, graph_max_bs)
         else:
             sizes, why = ENGINES[engine].capture_sizes(rule_set, graph_max_bs)
         values["cudagraph_capture_sizes"] = sizes
         rules.setdefault("cudagraph_capture_sizes", f"{at}: {why}")
     if "cudagraph_memory_bytes" not in overrides:
-        subtracted = engine != "vllm" or vllm_profile.graph_memory_subtracted(rule_set)
+        subtracted = engine != "vllm" or vllm.graph_memory_subtracted(rule_set)
         values["cudagraph_memory_bytes"] = CUDAGRAPH_BYTES[mode] if subtracted else 0
         rules["cudagraph_memory_bytes"] = (
             f"{at}: the {mode} graph pool is reserved before KV sizing (size: estimate)"
@@ -283,7 +301,7 @@ def attention_backend(
 ) -> tuple[str, int, str]:
     """(backend, block size it needs, rule) for this engine release on this GPU and model."""
     if engine == "vllm":
-        return vllm_profile.attention_backend(engine, rule_set, hw, model, kv_dtype, v1)
+        return vllm.attention_backend(engine, rule_set, hw, model, kv_dtype, v1)
     return ENGINES[engine].attention_backend(engine, rule_set, hw, model, kv_dtype)
 
 

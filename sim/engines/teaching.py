@@ -35,6 +35,11 @@ def releases(engine: str) -> tuple[str, ...]:
     return RELEASES
 
 
+def unsupported_model(version: str, model: ModelSpec) -> str | None:
+    """Every catalogue architecture is taken (no model registry is modelled)."""
+    return None
+
+
 def defaults(
     engine: str,
     release: str,

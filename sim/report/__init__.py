@@ -1,1 +1,10 @@
-"""sim/report: TODO."""
+"""What a run's outputs look like to a person: report.md / report.html with plots, the console
+block, the timeline figure and the Perfetto trace.
+
+    run_report.py    report.md of one simulation; disagg_run.py of a disaggregated one
+    timeline.py      timeline.png / .svg and trace.json from a traced run's phases
+    console.py       the progress bar and vllm bench serve's result block
+    figures.py       matplotlib set-up, deterministic PNGs, markdown tables; html.py report.html
+
+May import sim.run and everything below it (and the root).
+"""

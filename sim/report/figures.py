@@ -11,12 +11,13 @@ import matplotlib
 matplotlib.use("Agg")
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from sim.run.outputs import atomic_write  # noqa: E402
 
 PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
 
-__all__ = ["PNG_META", "md_table", "plt", "save_png"]
+__all__ = ["PNG_META", "md_table", "plain_formatter", "plain_ticks", "plt", "save_png"]
 
 
 def save_png(fig, path: Path, dpi: int = 110) -> str:
@@ -30,3 +31,18 @@ def md_table(rows: list[tuple], header: tuple) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def plain_formatter() -> FuncFormatter:
+    """Tick labels 1,000 and 0.5 rather than 10^3 and 5 x 10^-1."""
+    return FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+
+
+def plain_ticks(ax) -> None:
+    """Log axes labelled 20, 50, 100 rather than 2 x 10^1."""
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() != "log":
+            continue
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(plain_formatter())
+        axis.set_minor_formatter(NullFormatter())

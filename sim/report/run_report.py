@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from sim.report.figures import md_table, plt, save_png
+from sim.report.html import write_report as write_md_html
 from sim.run.overview import StepOverview
 
 GIB = 2**30
@@ -230,8 +231,6 @@ Kernel classes priced with: {priced}.
 Files: `summary.json` (these figures, vllm bench field names), `requests.parquet` (one row per
 request), `steps.parquet` (one row per engine step).
 """
-    from sim.report.html import write_report as write_md_html
-
     return write_md_html(out_dir, text)
 
 

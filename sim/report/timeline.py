@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.report.figures import PNG_META, plt
 from sim.run.outputs import atomic_write
 from sim.run.phases import PHASES
 
@@ -27,8 +28,6 @@ def plot_timeline(runs: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], path:
     """timeline.png and timeline.svg: one column per run (label, steps, phases, KV blocks):
     per step the prefill and decode tokens (stacked), batch size, KV blocks in use and the
     waiting queue, and below, one row per request (up to GANTT_MAX) coloured by phase."""
-    from sim.report.figures import PNG_META, plt
-
     cols = len(runs)
     n_req = max((p["request_id"].nunique() for _, _, p, _ in runs), default=0)
     gantt_h = min(max(n_req, 10), GANTT_MAX) * 0.055 + 1.0

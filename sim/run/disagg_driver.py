@@ -28,7 +28,8 @@ import numpy as np
 import simpy
 
 from sim.kv.transfer import Pair, transfer_window
-from sim.run.driver import RunOutcome, _cut_at
+from sim.run.dispatch import Dispatch, RunOutcome, route
+from sim.run.driver import check_conservation
 from sim.run.engine import Engine
 from sim.workload.generate import Workload
 from sim.workload.records import STATUS_CODE, RequestRecords
@@ -99,13 +100,12 @@ def run_disagg(
     env = simpy.Environment()
     total = len(workload)
     records = RequestRecords(workload.arrival_s, workload.prompt_len, workload.output_len)
+    d = Dispatch(records, workload.concurrency, router)  # in flight: the decode-side request
     t = Transfers(total)
-    in_flight: dict[int, Request] = {}  # sent and not ended: the decode-side request
     pending: dict[int, deque[_Pending]] = {e.replica: deque() for e in decode}
     link_free_s = {e.replica: -math.inf for e in (*prefill, *decode)}  # each replica's NICs
     wake = {e.replica: env.event() for e in (*prefill, *decode)}
-    state = {"sent": 0, "ended": 0, "handed": 0}
-    limit = workload.concurrency  # requests in flight at most (closed loop), or None
+    handed = [0]  # requests handed to the decode pool: its round-robin turn
     slot_freed = [env.event()]
     all_done = env.event()
     max_len = min(e.max_model_len for e in decode)
@@ -115,34 +115,26 @@ def run_disagg(
             wake[engine.replica].succeed()
 
     def check_done() -> None:
-        if state["ended"] == total and not all_done.triggered:
+        if d.num_ended == total and not all_done.triggered:
             all_done.succeed()
 
-    def pick(engines: list[Engine], turn: int, extra=None) -> Engine:
-        """The router's replica for the `turn`-th request this pool gets."""
-        if len(engines) == 1:
-            return engines[0]
-        if router == "round_robin":
-            return engines[turn % len(engines)]
-        if router == "least_outstanding":
-            return min(engines, key=lambda e: (_outstanding(e, extra), e.replica))
-        return min(engines, key=lambda e: (_load(e, extra), e.replica))
+    def queued(engine: Engine) -> int:
+        """Requests handed to a decode replica and waiting for its blocks."""
+        return len(pending[engine.replica])
 
     def ended(req: Request, now: float) -> None:
-        state["ended"] += 1
-        records.record(req)
-        in_flight.pop(req.request_id, None)
-        if limit is not None and not slot_freed[0].triggered:  # an event only when one waits
+        d.ended(req)
+        if d.limit is not None and not slot_freed[0].triggered:  # an event only when one waits
             # for it: a pending event would cut the decode replicas' fast-forward horizon
             slot_freed[0].succeed()
             slot_freed[0] = env.event()
         if progress is not None:
-            progress(now, state["ended"], total)
+            progress(now, d.num_ended, total)
         check_done()
 
     def arrivals():
         for i in range(total):
-            while limit is not None and len(in_flight) >= limit:  # --max-concurrency
+            while d.blocked:  # --max-concurrency
                 yield slot_freed[0]
             send_s = float(workload.arrival_s[i])
             if send_s > env.now:
@@ -153,10 +145,9 @@ def run_disagg(
                 req.request_id, env.now, req.prompt_len, 1, req.content_ids,
                 req.content_block_tokens, req.priority, req.first_private_id,
             )  # fmt: skip
-            engine = pick(prefill, state["sent"])
-            state["sent"] += 1
+            engine = route(prefill, router, d.num_sent)
+            d.sent(req, engine.replica)
             t.prefill_replica[i] = engine.replica
-            records.replica[i] = engine.replica
             if req.prompt_len + req.max_output_len > max_len:
                 req.status = Status.REJECTED
                 req.reject_reason = (
@@ -169,7 +160,7 @@ def run_disagg(
                 req.status, req.reject_reason = Status.REJECTED, copy.reject_reason
                 ended(req, env.now)
                 continue
-            in_flight[i] = req
+            d.admitted(req)
             poke(engine)
 
     def idle(engine: Engine):
@@ -197,14 +188,14 @@ def run_disagg(
             done = engine.finish_step(plan, cost, start, env.now)
             for copy in done:  # prompt computed: hand over to a decode replica
                 n = plan.num_new_tokens[plan.requests.index(copy)]
-                req = in_flight[copy.request_id]
+                req = d.in_flight[copy.request_id]
                 req.first_scheduled_s = copy.first_scheduled_s
                 req.num_cached_tokens = copy.num_cached_tokens
                 req.num_preemptions = copy.num_preemptions
                 t.prefills[copy.request_id] += 1
                 t.prefill_end_s[copy.request_id] = env.now
-                target = pick(decode, state["handed"], pending)
-                state["handed"] += 1
+                target = route(decode, router, handed[0], queued=queued)
+                handed[0] += 1
                 t.decode_replica[copy.request_id] = target.replica
                 records.replica[copy.request_id] = target.replica
                 pending[target.replica].append(
@@ -276,30 +267,8 @@ def run_disagg(
         env.process(decode_replica(e))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
-    end_s = env.now
-    finishing = set()
-    for req in in_flight.values():  # stopped by the time limit
-        if _cut_at(req, end_s):
-            finishing.add(req.request_id)
-        records.record(req)
-    outcome = RunOutcome(
-        records, end_s, state["ended"] < total, state["sent"], frozenset(in_flight),
-        frozenset(finishing),
-    )  # fmt: skip
+    outcome = d.outcome(env.now)
     return DisaggOutcome(outcome, t)
-
-
-def _load(engine: Engine, pending) -> int:
-    """vLLM's data-parallel score (4 x waiting + running), requests queued for its blocks
-    counted as waiting."""
-    queued = len(pending[engine.replica]) if pending else 0
-    sched = engine.scheduler
-    return 4 * (len(sched.waiting) + len(sched.receiving) + queued) + len(sched.running)
-
-
-def _outstanding(engine: Engine, pending) -> int:
-    queued = len(pending[engine.replica]) if pending else 0
-    return engine.outstanding + len(engine.scheduler.receiving) + queued
 
 
 def check_disagg_conservation(
@@ -310,8 +279,6 @@ def check_disagg_conservation(
     of each pool it is in (a prefill replica until its KV is sent, a decode replica from its
     blocks there); every KV block in use, in either pool, is held by a request in flight (all
     returned when none is). A violation is a simulator bug and raises."""
-    from sim.run.driver import check_conservation
-
     outcome, t = result.outcome, result.transfers
     problems = []
     finished = np.flatnonzero(outcome.records.status == STATUS_CODE[Status.FINISHED])

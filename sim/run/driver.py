@@ -7,14 +7,8 @@ replica; a replica that has work steps back to back; requests that arrive during
 waiting queue and are seen by the next step; requests that arrive exactly when a step ends are
 seen by that next step too.
 
-Routers (parallel.router):
-  least_loaded       vLLM's data-parallel score, 4 x waiting + running, lowest first
-  least_outstanding  fewest requests sent and not finished
-  round_robin        replicas in turn
-  prefix_aware       the replica whose prefix cache holds the longest prefix of the prompt
-                     now, then fewest outstanding (an ideal cache-aware router: it sees every
-                     replica's cache exactly)
-Ties go to the lowest replica number.
+The router, the concurrency cap and the record of each request are sim/run/dispatch.py's,
+shared with the disaggregated driver.
 
 With pipeline parallelism (pp > 1) a replica keeps up to pp micro-batches in flight: it starts
 the next one when the previous has left the first stage (stage_s), and each finishes latency_s
@@ -24,69 +18,36 @@ after its start; a micro-batch schedules only requests that are not already in f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import simpy
 from simpy.events import AnyOf
 
-from sim.config import ROUTERS
 from sim.errors import UserError
+from sim.run.dispatch import Dispatch, Progress, RunOutcome, route
 from sim.run.engine import Engine
 from sim.workload.generate import Workload
 from sim.workload.records import RequestRecords
 from sim.workload.request import Request, Status
 
-Progress = Callable[[float, int, int], None]  # (sim time, requests ended, requests total)
 
-
-@dataclass(slots=True)
-class RunOutcome:
-    records: RequestRecords  # every request of the workload, one row each, in workload order
-    end_s: float  # simulated time when the run stopped
-    stopped_early: bool  # the time limit came before every request ended
-    num_sent: int = 0  # requests sent to a replica (the rest had not arrived, or were held
-    # back by the concurrency cap, when the clock stopped)
-    in_flight_ids: frozenset[int] = frozenset()  # sent and not ended when the clock stopped
-    finishing_ids: frozenset[int] = frozenset()  # of those, finished by the step that was
-    # running at the stop: their replica has let them go (see _cut_at)
-
-    @property
-    def requests(self) -> list[Request]:
-        """The rows as (content-less) Request objects, for tests and small tools."""
-        return [self.records.request(i) for i in range(len(self.records))]
-
-    @property
-    def replica_of(self) -> dict[int, int]:
-        """Request id -> the replica it was sent to."""
-        return {i: int(r) for i, r in enumerate(self.records.replica) if r >= 0}
-
-
-class _Dispatch:
-    """Sends requests in order, holding them while `concurrency` are in flight."""
+class _Sender:
+    """Sends the workload's requests in order, holding them while `concurrency` are in flight."""
 
     def __init__(self, workload: Workload, engines: list[Engine], router: str = "least_loaded"):
-        if router not in ROUTERS:
-            raise ValueError(f"unknown router {router!r}")
         self.workload = workload
         self.engines = engines
-        self.router = router
-        self.num_sent = 0
-        self.records = RequestRecords(workload.arrival_s, workload.prompt_len, workload.output_len)
-        self.in_flight_requests: dict[int, Request] = {}  # sent and not ended
+        records = RequestRecords(workload.arrival_s, workload.prompt_len, workload.output_len)
+        self.d = Dispatch(records, workload.concurrency, router)
         self.next_index = 0
-        self.in_flight = 0
-        self.ended = 0
-        self.limit = workload.concurrency
         self.last_free_s = 0.0  # when a finish last unblocked a full dispatcher
 
     @property
-    def blocked(self) -> bool:
-        return self.limit is not None and self.in_flight >= self.limit
+    def ended(self) -> int:
+        return self.d.num_ended
 
     def next_send_s(self) -> float | None:
         """When the next request can be sent (None: all sent, or waiting for a free slot)."""
-        if self.next_index >= len(self.workload) or self.blocked:
+        if self.next_index >= len(self.workload) or self.d.blocked:
             return None
         return float(self.workload.arrival_s[self.next_index])
 
@@ -95,75 +56,20 @@ class _Dispatch:
         self.next_index += 1
         req = self.workload.request(i)
         req.arrival_s = send_s  # TTFT counts from the send, as the benchmark client measures it
-        engine = self.route(req)
-        self.num_sent += 1
-        self.records.replica[i] = engine.replica
+        engine = route(self.engines, self.d.router, self.d.num_sent, req)
+        self.d.sent(req, engine.replica)
         if engine.add_request(req):
-            self.in_flight += 1
-            self.in_flight_requests[i] = req
+            self.d.admitted(req)
             return engine
-        self.ended += 1  # rejected on arrival
-        self.records.record(req)
+        self.d.ended(req)  # rejected on arrival
         return None
 
-    def route(self, req: Request) -> Engine:
-        engines = self.engines
-        if len(engines) == 1:
-            return engines[0]
-        match self.router:
-            case "round_robin":
-                return engines[self.num_sent % len(engines)]
-            case "least_outstanding":
-                return min(engines, key=lambda e: (e.outstanding, e.replica))
-            case "prefix_aware":
-                return min(
-                    engines,
-                    key=lambda e: (-e.cached_prefix_tokens(req), e.outstanding, e.replica),
-                )
-            case _:
-                return min(engines, key=lambda e: (e.load, e.replica))
-
     def finished(self, reqs: list[Request], now: float) -> None:
-        was_blocked = self.blocked
-        self.in_flight -= len(reqs)
-        self.ended += len(reqs)
+        was_blocked = self.d.blocked
         for req in reqs:
-            self.records.record(req)
-            del self.in_flight_requests[req.request_id]
-        if was_blocked and not self.blocked:
+            self.d.ended(req)
+        if was_blocked and not self.d.blocked:
             self.last_free_s = now
-
-    def outcome(self, end_s: float) -> RunOutcome:
-        finishing = set()
-        for req in self.in_flight_requests.values():  # stopped by the time limit
-            if _cut_at(req, end_s):
-                finishing.add(req.request_id)
-            self.records.record(req)
-        return RunOutcome(
-            self.records,
-            end_s,
-            self.ended < len(self.records),
-            self.num_sent,
-            frozenset(self.in_flight_requests),
-            frozenset(finishing),
-        )
-
-
-def _cut_at(req: Request, end_s: float) -> bool:
-    """A request in flight when the clock stopped at end_s, as of end_s. A replica applies a
-    step when it starts, so the step running at the stop has already emitted its tokens (at its
-    end, after end_s) and may have finished the request: take that token back and say it is
-    still running. True when the request had finished in that step (its replica let it go)."""
-    if req.last_token_s is None or req.last_token_s <= end_s:
-        return False
-    req.num_output_tokens -= 1
-    req.last_token_s = None  # not needed after the run; before end_s, unknown here
-    if req.first_token_s is not None and req.first_token_s > end_s:
-        req.first_token_s = None
-    finishing = req.status == Status.FINISHED
-    if finishing:
-        req.status, req.finish_s = Status.RUNNING, None
-    return finishing
 
 
 def run_simpy(
@@ -178,7 +84,7 @@ def run_simpy(
     step lasting as long as the slowest replica's (vLLM's data-parallel ranks of an MoE model,
     whose expert layers span every rank)."""
     env = simpy.Environment()
-    d = _Dispatch(workload, engines, router)
+    d = _Sender(workload, engines, router)
     wake = {e.replica: env.event() for e in engines}  # triggered when an idle replica gets work
     slot_freed = [env.event()]
     all_done = env.event()
@@ -298,14 +204,14 @@ def run_simpy(
             env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
-    return d.outcome(env.now)
+    return d.d.outcome(env.now)
 
 
 def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -> RunOutcome:
     """The same simulation as run_simpy for one replica without pipeline parallelism."""
     if engine.pp > 1:
         raise ValueError("run_loop drives pp = 1 only; use run_simpy")
-    d = _Dispatch(workload, [engine])
+    d = _Sender(workload, [engine])
     now = 0.0
 
     def send_until(t: float) -> None:
@@ -329,7 +235,7 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
             now = max(send_s, now)
         else:
             break
-    return d.outcome(now)
+    return d.d.outcome(now)
 
 
 def delay_to(now: float, durations) -> float | None:

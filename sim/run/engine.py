@@ -83,16 +83,6 @@ class Engine:
     def has_work(self) -> bool:
         return self.scheduler.has_work
 
-    @property
-    def load(self) -> int:
-        """vLLM's data-parallel balancing score: waiting requests weigh four times running."""
-        return 4 * len(self.scheduler.waiting) + len(self.scheduler.running)
-
-    @property
-    def outstanding(self) -> int:
-        """Requests sent to this replica and not yet finished."""
-        return len(self.scheduler.waiting) + len(self.scheduler.running)
-
     def cached_prefix_tokens(self, req: Request) -> int:
         """Tokens of `req`'s prompt this replica's prefix cache holds now."""
         return self.kv.get_computed_blocks(req, admit=False)[1]

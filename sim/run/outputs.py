@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
@@ -79,9 +81,6 @@ class ParquetChunks:
         self.num_rows = 0
 
     def write(self, frame: pd.DataFrame) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.tmp, table.schema)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 NUM_BINS = 200  # time bins of the throughput plot
 # the step columns the report's plots read
@@ -48,9 +50,6 @@ def of_frame(steps: pd.DataFrame) -> StepOverview:
 
 def of_file(path: Path, num_steps: int, end_s: float, max_rows: int = 50_000) -> StepOverview:
     """One pass over a streamed steps.parquet, a row group at a time."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     every = max(1, -(-num_steps // max_rows))
     edges = time_bins(end_s if num_steps else 1.0)
     decode = np.zeros(len(edges) - 1)

@@ -9,7 +9,8 @@ from sim.config import SimConfig
 from sim.report.console import ProgressBar
 from sim.run.setup import Setup
 from sim.scenarios.capacity.report import headline, write_capacity_outputs
-from sim.scenarios.capacity.search import CapacityResult, check, run_capacity
+from sim.scenarios.capacity.result import CapacityResult
+from sim.scenarios.capacity.search import check, run_capacity
 
 
 class Capacity:
@@ -23,12 +24,11 @@ class Capacity:
         return run_capacity(cfg, progress=bar.update_count)
 
     def write(self, result: CapacityResult, out_dir: Path) -> None:
-        write_capacity_outputs(result.summary, out_dir)
+        write_capacity_outputs(result, out_dir)
 
     def brief(self, result: CapacityResult, out_dir: Path, sweeping: bool) -> None:
-        s = result.summary
-        print(f"capacity: {headline(s)}")
+        print(f"capacity: {headline(result)}")
         print(
-            f"{len(s['probes'])} probes, {s['simulations_run']} simulations in "
-            f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+            f"{len(result.probes)} probes, {result.simulations_run} simulations in "
+            f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
         )

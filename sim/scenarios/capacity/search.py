@@ -29,144 +29,43 @@ the capacity.
 from __future__ import annotations
 
 import functools
-import math
-import os
 import time
-from dataclasses import dataclass, field, replace
-
-import numpy as np
-from scipy import stats
+from collections.abc import Callable
+from dataclasses import replace
 
 from sim.config import SimConfig
 from sim.errors import UserError
-
-OPEN_LOOP = ("poisson", "gamma", "constant", "trace")
-KEPT = (
-    "p99_ttft_ms",
-    "p99_tpot_ms",
-    "p99_e2el_ms",
-    "median_ttft_ms",
-    "median_tpot_ms",
-    "request_throughput",
-    "output_throughput",
-    "completed",
-    "failed",
-    "total_output_tokens",
+from sim.run.setup import Setup
+from sim.scenarios.capacity.result import (
+    CapacityResult,
+    Probe,
+    RateAnswer,
+    ReplicaAnswer,
+    cost_figures,
 )
-
-
-def margin(summary: dict, targets: dict[str, float]) -> float:
-    """The worse p99 / target over the SLOs set: <= 1 when the p99 request meets them all."""
-    return max(summary[f"p99_{m}_ms"] / t for m, t in targets.items())
-
-
-def verdict(margins: list[float], confidence: float) -> tuple[str, float, float]:
-    """("meets" | "fails" | "unclear", mean margin, half-width of its t interval)."""
-    x = np.asarray(margins, dtype=np.float64)
-    mean = float(x.mean())
-    if len(x) < 2:
-        return "unclear", mean, math.inf
-    sd = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1)) * sd / math.sqrt(len(x))
-    if mean + half < 1.0:
-        return "meets", mean, half
-    if mean - half > 1.0:
-        return "fails", mean, half
-    return "unclear", mean, half
-
-
-def settle(p, run, cfg: SimConfig, targets: dict, seeds: int, max_seeds: int, confidence) -> None:
-    """Simulate probe `p` (a Seeded) as `cfg`
-    with seeds cfg.seed, cfg.seed + 1, ... (`run(configs)` returns their summaries) until its
-    verdict is clear or `max_seeds` are in, doubling the seeds each time. With one seed in all
-    there is no interval: the margin decides."""
-    want = seeds
-    while True:
-        p.runs += run([replace(cfg, seed=cfg.seed + s) for s in range(len(p.runs), want)])
-        margins = [margin(r, targets) for r in p.runs]
-        if len(margins) == 1 and max_seeds == 1:
-            p.verdict = "meets" if margins[0] < 1 else "fails"
-            p.mean_margin, p.half_width = margins[0], math.nan
-        else:
-            p.verdict, p.mean_margin, p.half_width = verdict(margins, confidence)
-        if p.verdict != "unclear" or want >= max_seeds:
-            return
-        want = min(max_seeds, want * 2)
-
-
-@dataclass(kw_only=True)
-class Seeded:
-    """Per-seed summaries of one configuration tried and the verdict over them (settle fills
-    them); scenario=capacity's and scenario=disagg's probes add what they vary."""
-
-    runs: list[dict] = field(default_factory=list)
-    verdict: str = "unclear"
-    mean_margin: float = math.nan
-    half_width: float = math.nan
-
-    def mean(self, key: str) -> float:
-        return float(np.mean([r[key] for r in self.runs])) if self.runs else math.nan
-
-    def verdict_record(self) -> dict:
-        return {
-            "seeds": len(self.runs),
-            "verdict": self.verdict,
-            "margin": self.mean_margin,
-            "margin_half_width": self.half_width,
-        }
-
-
-@dataclass
-class Probe(Seeded):
-    """One rate (or replica count) tried."""
-
-    rate: float
-    replicas: int
-
-    def record(self) -> dict:
-        return {
-            "rate": self.rate,
-            "replicas": self.replicas,
-            **self.verdict_record(),
-            "p99_ttft_ms": self.mean("p99_ttft_ms"),
-            "p99_tpot_ms": self.mean("p99_tpot_ms"),
-            "request_throughput": self.mean("request_throughput"),
-            "output_throughput": self.mean("output_throughput"),
-        }
-
-
-def _summary(cfg: SimConfig) -> dict:
-    """One simulation (in a joblib worker): the figures a probe needs."""
-    from sim.run.simulate import simulate
-
-    s = simulate(cfg).summary
-    return {k: s[k] for k in KEPT}
+from sim.scenarios.fanout import fan_out
+from sim.scenarios.probes import OPEN_LOOP, OVERLOADED, seed_figures, settle
+from sim.specs.hardware import load_hardware
 
 
 class Search:
-    """The simulations of one capacity search, run `jobs` at a time."""
+    """The simulations of one capacity search, capacity.jobs at a time (sim/scenarios/fanout.py),
+    and the probes tried so far."""
 
-    def __init__(self, cfg: SimConfig, progress=None):
-        c = cfg.capacity
+    def __init__(self, cfg: SimConfig, progress: Callable[[int, int], None] | None = None):
         self.cfg = replace(cfg, output=replace(cfg.output, report=False, progress=False))
-        self.targets = {m: t for m, t in cfg.slo.targets().items()}
-        self.jobs = c.jobs or os.cpu_count() or 1
+        self.targets_ms = cfg.slo.targets()
         self.progress = progress
         self.simulations = 0
         self.probes: list[Probe] = []
         check(cfg)
 
-    def run(self, configs: list[SimConfig]) -> list[dict]:
-        from joblib import Parallel, delayed
-
-        n = min(self.jobs, len(configs))
-        if n <= 1:
-            out = [_summary(c) for c in configs]
-        else:
-            out = list(Parallel(n_jobs=n)(delayed(_summary)(c) for c in configs))
+    def run(self, configs: list[SimConfig]) -> list[dict[str, float]]:
+        c = self.cfg.capacity
+        out = fan_out(seed_figures, [(cfg,) for cfg in configs], c.jobs)
         self.simulations += len(configs)
         if self.progress:
-            self.progress(len(self.probes), self.cfg.capacity.max_probes)
+            self.progress(len(self.probes), c.max_probes)
         return out
 
     def at(self, rate: float, replicas: int) -> SimConfig:
@@ -183,13 +82,12 @@ class Search:
         flat out is "overloaded" without simulating: the queue grows without end there, and a
         finite run would only show how far it got."""
         c = self.cfg.capacity
-        p = Probe(rate, replicas)
         if rate >= self.saturated * replicas:
-            p.verdict = "overloaded"
-            self.probes.append(p)
-            return p
-        settle(p, self.run, self.at(rate, replicas), self.targets, c.seeds, c.max_seeds,
-               c.confidence)  # fmt: skip
+            seeded = OVERLOADED
+        else:
+            seeded = settle(self.run, self.at(rate, replicas), self.targets_ms, c.seeds,
+                            c.max_seeds, c.confidence)  # fmt: skip
+        p = Probe(rate, replicas, seeded)
         self.probes.append(p)
         return p
 
@@ -231,7 +129,7 @@ def check(cfg: SimConfig) -> None:
         )
 
 
-def search_rate(s: Search) -> dict:
+def search_rate(s: Search) -> RateAnswer:
     """Bracket, then bisect, the highest rate whose probe meets the SLOs."""
     c = s.cfg.capacity
     dp = s.cfg.parallel.dp
@@ -269,53 +167,31 @@ def search_rate(s: Search) -> dict:
             if unclear_in_a_row == 2:  # twice in a row: finer steps are below the noise
                 stopped = "noise"
                 break
-    return _rate_result(s, lo, saturated) | {"stopped_by": stopped}
+    return _rate_answer(s, lo, stopped)
 
 
-def _rate_result(s: Search, lo: Probe | None, saturated: float) -> dict:
+def _rate_answer(s: Search, lo: Probe | None, stopped: str) -> RateAnswer:
     above = [p.rate for p in s.probes if lo is None or p.rate > lo.rate]
     fails = [
         p.rate
         for p in s.probes
         if p.verdict in ("fails", "overloaded") and (lo is None or p.rate > lo.rate)
     ]
-    unclear = sorted(p.rate for p in s.probes if p.verdict == "unclear")
-    out = {
-        "mode": "rate",
-        "saturated_rate": saturated,
-        "saturated_rate_per_replica": s.saturated,
-        "capacity_rate": lo.rate if lo else 0.0,
-        "capacity_rate_upper": min(fails) if fails else None,
-        "lowest_rate_not_shown_to_meet": min(above) if above else None,
-        "unclear_rates": unclear,
-        "noise_limited": bool(unclear),
-        "replicas": s.cfg.parallel.dp,
-    }
-    if lo is not None:
-        out |= _at_capacity(lo)
-    return out
-
-
-def _at_capacity(p: Probe) -> dict:
-    """Figures at the capacity. Served steadily at rate r, output tokens leave at r x the mean
-    answer length; the run's own output_throughput (tokens over its whole duration, the drain
-    at the end included) is kept beside it."""
-    per_request = sum(r["total_output_tokens"] for r in p.runs) / max(
-        sum(r["completed"] for r in p.runs), 1
+    return RateAnswer(
+        saturated_rate_per_replica=s.saturated,
+        replicas=s.cfg.parallel.dp,
+        at_capacity=lo,
+        capacity_rate_upper=min(fails) if fails else None,
+        lowest_rate_not_shown_to_meet=min(above) if above else None,
+        unclear_rates=tuple(sorted(p.rate for p in s.probes if p.verdict == "unclear")),
+        stopped_by=stopped,
     )
-    return {
-        "output_tokens_per_request": per_request,
-        "output_throughput_at_capacity": p.rate * per_request,
-        "measured_output_throughput_at_capacity": p.mean("output_throughput"),
-        "request_throughput_at_capacity": p.mean("request_throughput"),
-        "p99_ttft_ms_at_capacity": p.mean("p99_ttft_ms"),
-        "p99_tpot_ms_at_capacity": p.mean("p99_tpot_ms"),
-    }
 
 
-def search_replicas(s: Search, rate: float) -> dict:
+def search_replicas(s: Search, rate: float) -> ReplicaAnswer:
     """The fewest replicas whose probe at `rate` meets the SLOs (an unclear probe counts as
-    not meeting them: the answer errs towards enough replicas)."""
+    not meeting them: the answer errs towards enough replicas). None up to
+    capacity.max_replicas: a UserError saying what they miss."""
     c = s.cfg.capacity
     good: Probe | None = None
     bad: Probe | None = None
@@ -331,7 +207,7 @@ def search_replicas(s: Search, rate: float) -> dict:
         last = bad.replicas if bad else 0
         raise UserError(
             f"capacity.rate={rate:g}: even {last} replicas miss the SLOs "
-            f"({_miss(bad, s.targets)}); raise capacity.max_replicas or relax slo.*"
+            f"({_miss(bad, s.targets_ms)}); raise capacity.max_replicas or relax slo.*"
         )
     while bad is not None and good.replicas - bad.replicas > 1:
         p = s.probe(rate, (good.replicas + bad.replicas) // 2)
@@ -339,83 +215,53 @@ def search_replicas(s: Search, rate: float) -> dict:
             good = p
         else:
             bad = p
-    return {
-        "mode": "replicas",
-        "rate": rate,
-        "saturated_rate_per_replica": s.saturated,
-        "replicas": good.replicas,
-        "capacity_rate": rate,
-        "unclear_replicas": sorted(p.replicas for p in s.probes if p.verdict == "unclear"),
-        "noise_limited": any(p.verdict == "unclear" for p in s.probes),
-        "stopped_by": "bisection",
-    } | _at_capacity(good)
+    return ReplicaAnswer(
+        rate=rate,
+        saturated_rate_per_replica=s.saturated,
+        at_capacity=good,
+        unclear_replicas=tuple(sorted(p.replicas for p in s.probes if p.verdict == "unclear")),
+    )
 
 
-def _miss(p: Probe | None, targets: dict) -> str:
+def _miss(p: Probe | None, targets_ms: dict[str, float]) -> str:
     if p is None:
         return "no probe ran"
     if p.verdict == "overloaded":
         return "the rate is above what they serve flat out"
     over = [
-        f"p99 {m.upper()} {p.mean(f'p99_{m}_ms'):,.0f} ms > {t:g}"
-        for m, t in targets.items()
-        if p.mean(f"p99_{m}_ms") > t
+        f"p99 {m.upper()} {p.seeded.mean(f'p99_{m}_ms'):,.0f} ms > {t:g}"
+        for m, t in targets_ms.items()
+        if p.seeded.mean(f"p99_{m}_ms") > t
     ]
     return ", ".join(over) or "too close to call"
 
 
-def cost_figures(cfg: SimConfig, hardware, result: dict) -> dict:
-    """GPUs, requests per GPU and, with a price, dollars per million output tokens."""
-    par = cfg.parallel
-    gpus = par.tp * par.pp * result["replicas"]
-    price = cfg.capacity.gpu_hour_usd or hardware.gpu_hour_usd
-    out_tok_s = result.get("output_throughput_at_capacity")
-    out = {
-        "gpus": gpus,
-        "capacity_rate_per_gpu": result["capacity_rate"] / gpus,
-        "gpu_hour_usd": price,
-        "price_source": (
-            "capacity.gpu_hour_usd"
-            if cfg.capacity.gpu_hour_usd
-            else (f"hardware/{hardware.name}.yaml" if price else None)
-        ),
-        "cost_per_million_output_tokens": None,
-    }
-    if price and out_tok_s:
-        out["cost_per_million_output_tokens"] = gpus * price / 3600.0 / out_tok_s * 1e6
-    return out
-
-
-@dataclass(frozen=True)
-class CapacityResult:
-    """scenario=capacity's answer: summary.json as a dict."""
-
-    summary: dict
-
-
-def run_capacity(cfg: SimConfig, progress=None) -> CapacityResult:
-    from sim.run.setup import Setup
-    from sim.specs.hardware import load_hardware
-
+def run_capacity(
+    cfg: SimConfig, progress: Callable[[int, int], None] | None = None
+) -> CapacityResult:
     started = time.perf_counter()
     setup = Setup.from_config(cfg)  # a configuration that cannot run fails here, once
     s = Search(cfg, progress)
     rate = cfg.capacity.rate
-    result = search_rate(s) if rate is None else search_replicas(s, rate)
+    answer = search_rate(s) if rate is None else search_replicas(s, rate)
     hardware = load_hardware(cfg.hardware)
-    result |= cost_figures(cfg, hardware, result)
-    result |= {
-        "slo": {f"{m}_ms": t for m, t in s.targets.items()},
-        "confidence": cfg.capacity.confidence,
-        "tolerance": cfg.capacity.tolerance,
-        "probes": [p.record() for p in s.probes],
-        "simulations_run": s.simulations,
-        "model": setup.model.name,
-        "hardware": hardware.name,
-        "engine": f"{setup.settings.engine}@{setup.settings.version}",
-        "parallel": {"tp": cfg.parallel.tp, "pp": cfg.parallel.pp},
-        "workload": cfg.workload.kind,
-        "num_requests": cfg.workload.num_requests,
-        "wall_time_s": time.perf_counter() - started,
-    }
-    return CapacityResult(result)
+    at = answer.at_capacity
+    cost = cost_figures(cfg, hardware, answer.replicas, answer.capacity_rate,
+                        at.output_throughput_at_rate if at is not None else None)  # fmt: skip
+    return CapacityResult(
+        answer=answer,
+        cost=cost,
+        targets_ms=s.targets_ms,
+        confidence=cfg.capacity.confidence,
+        tolerance=cfg.capacity.tolerance,
+        probes=tuple(s.probes),
+        simulations_run=s.simulations,
+        model=setup.model.name,
+        hardware=hardware.name,
+        engine=f"{setup.settings.engine}@{setup.settings.version}",
+        tp=cfg.parallel.tp,
+        pp=cfg.parallel.pp,
+        workload=cfg.workload.kind,
+        num_requests=cfg.workload.num_requests,
+        wall_time_s=time.perf_counter() - started,
+    )

@@ -11,8 +11,9 @@ from sim.report.console import ProgressBar
 from sim.run.disagg import Pools
 from sim.run.disagg import check as check_run
 from sim.scenarios.disagg.report import headline, write_search_outputs
-from sim.scenarios.disagg.search import DisaggResult, run_disagg_search
+from sim.scenarios.disagg.result import DisaggResult
 from sim.scenarios.disagg.search import check as check_search
+from sim.scenarios.disagg.search import run_disagg_search
 
 
 class Disagg:
@@ -27,12 +28,11 @@ class Disagg:
         return run_disagg_search(cfg, progress=bar.update_count)
 
     def write(self, result: DisaggResult, out_dir: Path) -> None:
-        write_search_outputs(result.summary, out_dir)
+        write_search_outputs(result, out_dir)
 
     def brief(self, result: DisaggResult, out_dir: Path, sweeping: bool) -> None:
-        s = result.summary
-        print(f"disagg: {headline(s)}")
+        print(f"disagg: {headline(result)}")
         print(
-            f"{len(s['probes'])} splits probed, {s['simulations_run']} simulations in "
-            f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+            f"{len(result.probes)} splits probed, {result.simulations_run} simulations in "
+            f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
         )

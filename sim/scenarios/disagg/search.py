@@ -16,76 +16,36 @@ the same rate and SLOs: what disaggregation saves, or costs.
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.run.disagg_driver import TTFT_PARTS as PARTS
-from sim.scenarios.capacity.search import OPEN_LOOP, Seeded, settle
+from sim.run.disagg import Pools
+from sim.scenarios.capacity.search import Search as CapacitySearch
+from sim.scenarios.capacity.search import search_replicas
+from sim.scenarios.disagg.result import Colocated, DisaggResult, FewestDecode, Pool, Probe
+from sim.scenarios.fanout import fan_out
+from sim.scenarios.probes import OPEN_LOOP, seed_figures, settle
+from sim.specs.hardware import load_hardware
 
-KEYS = (
-    "p99_ttft_ms",
-    "p99_tpot_ms",
-    "mean_ttft_ms",
-    "mean_tpot_ms",
-    "request_throughput",
-    "prefill_busy",
-    "decode_busy",
-    "transfer_mean_ms",
-)
 CONFIDENCE = 0.95  # each verdict's Student t interval over the seeds, as scenario=capacity's
 STALL = 0.97  # doubling the decode replicas must cut the margin by 3% to go on doubling
 
 
-def _summary(cfg: SimConfig) -> dict:
-    """One disaggregated simulation (in a joblib worker): what a probe keeps."""
-    from sim.run.simulate import simulate
-
-    s = simulate(cfg).summary
-    d = s["disagg"]
-    kept = {k: s[k] for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms", "mean_ttft_ms",
-                              "mean_tpot_ms", "request_throughput", "output_throughput",
-                              "completed", "total_output_tokens")}  # fmt: skip
-    kept |= {f"ttft_{p}_ms": d["ttft_split_ms"][p]["mean"] for p in PARTS}
-    kept |= {f"{pool}_busy": d[pool]["busy_fraction"] for pool in ("prefill", "decode")}
-    kept["transfer_mean_ms"] = d["transfer"]["mean_ms"]
-    kept["transfer_mean_bytes"] = d["transfer"]["mean_bytes"]
-    return kept
-
-
-@dataclass
-class Probe(Seeded):
-    """One split tried at the rate."""
-
-    prefill: int
-    decode: int
-    gpus: int
-
-    def record(self) -> dict:
-        out = {
-            "prefill_replicas": self.prefill,
-            "decode_replicas": self.decode,
-            "gpus": self.gpus,
-            **self.verdict_record(),
-        }
-        keys = KEYS
-        out |= {k: self.mean(k) for k in keys}
-        out |= {f"ttft_{p}_ms": self.mean(f"ttft_{p}_ms") for p in PARTS}
-        return out
-
-
 class Search:
-    def __init__(self, cfg: SimConfig, progress=None):
+    """The simulations of one split search, disagg.jobs at a time (sim/scenarios/fanout.py),
+    and the splits probed so far."""
+
+    def __init__(self, cfg: SimConfig, progress: Callable[[int, None], None] | None = None):
         check(cfg)
         self.cfg = replace(
             cfg,
             output=replace(cfg.output, report=False, progress=False),
             disagg=replace(cfg.disagg, enabled=True),
         )
-        self.targets = cfg.slo.targets()
-        self.jobs = cfg.disagg.jobs or os.cpu_count() or 1
+        self.targets_ms = cfg.slo.targets()
         self.progress = progress
         self.probes: list[Probe] = []
         self.simulations = 0
@@ -104,14 +64,8 @@ class Search:
             ),
         )
 
-    def run(self, configs: list[SimConfig]) -> list[dict]:
-        from joblib import Parallel, delayed
-
-        n = min(self.jobs, len(configs))
-        if n <= 1:
-            out = [_summary(c) for c in configs]
-        else:
-            out = list(Parallel(n_jobs=n)(delayed(_summary)(c) for c in configs))
+    def run(self, configs: list[SimConfig]) -> list[dict[str, float]]:
+        out = fan_out(seed_figures, [(cfg,) for cfg in configs], self.cfg.disagg.jobs)
         self.simulations += len(configs)
         if self.progress:
             self.progress(self.simulations, None)
@@ -119,13 +73,13 @@ class Search:
 
     def probe(self, prefill: int, decode: int) -> Probe:
         for p in self.probes:  # asked again by a later search: the same answer
-            if (p.prefill, p.decode) == (prefill, decode):
+            if (p.prefill_replicas, p.decode_replicas) == (prefill, decode):
                 return p
         d = self.cfg.disagg
         gpus = prefill * self.tp_prefill + decode * self.tp_decode
-        p = Probe(prefill, decode, gpus)
-        settle(p, self.run, self.at(prefill, decode), self.targets, d.seeds, d.max_seeds,
-               CONFIDENCE)  # fmt: skip
+        seeded = settle(self.run, self.at(prefill, decode), self.targets_ms, d.seeds,
+                        d.max_seeds, CONFIDENCE)  # fmt: skip
+        p = Probe(prefill, decode, gpus, seeded)
         self.probes.append(p)
         return p
 
@@ -162,30 +116,33 @@ def fewest_decode(s: Search, prefill: int, upper: int | None) -> Probe | None:
         if p.verdict == "meets":
             good = p
             break
-        if bad is not None and p.mean_margin > STALL * bad.mean_margin:
+        if bad is not None and p.margin > STALL * bad.margin:
             return None  # twice the decode replicas barely helped: the prefill side is short
         bad, n = p, n * 2
-    if good is None and (bad is None or bad.decode < limit):
+    if good is None and (bad is None or bad.decode_replicas < limit):
         p = s.probe(prefill, limit)
         good = p if p.verdict == "meets" else None
     if good is None:
         return None
-    lo = 0 if bad is None or bad.decode >= good.decode else bad.decode  # fails (or none tried)
-    if lo == 0 and good.decode > 1:
+    below = bad is not None and bad.decode_replicas < good.decode_replicas
+    lo = bad.decode_replicas if below else 0  # fails (or none tried)
+    if lo == 0 and good.decode_replicas > 1:
         p = s.probe(prefill, 1)
         if p.verdict == "meets":
             return p
         lo = 1
-    while good.decode - lo > 1:
-        p = s.probe(prefill, (good.decode + lo) // 2)
+    while good.decode_replicas - lo > 1:
+        p = s.probe(prefill, (good.decode_replicas + lo) // 2)
         if p.verdict == "meets":
             good = p
         else:
-            lo = p.decode
+            lo = p.decode_replicas
     return good
 
 
-def search_split(s: Search) -> dict:
+def search_split(s: Search) -> tuple[Probe | None, tuple[FewestDecode, ...]]:
+    """The split with the fewest GPUs (None: none meets), and the fewest decode replicas found
+    for each prefill count searched."""
     limit = s.cfg.disagg.max_replicas
     best: Probe | None = None
     upper = None
@@ -194,57 +151,46 @@ def search_split(s: Search) -> dict:
         if best is not None and prefill * s.tp_prefill + s.tp_decode >= best.gpus:
             break  # no split with this many prefill replicas can use fewer GPUs
         good = fewest_decode(s, prefill, upper)
-        per_prefill.append({"prefill_replicas": prefill,
-                            "decode_replicas": good.decode if good else None,
-                            "gpus": good.gpus if good else None})  # fmt: skip
+        per_prefill.append(FewestDecode(prefill, good))
         if good is None:
             continue
-        upper = good.decode
-        if best is None or (good.gpus, good.mean_margin) < (best.gpus, best.mean_margin):
+        upper = good.decode_replicas
+        if best is None or (good.gpus, good.margin) < (best.gpus, best.margin):
             best = good
-    return {"best": best.record() if best else None, "per_prefill": per_prefill}
+    return best, tuple(per_prefill)
 
 
-@dataclass(frozen=True)
-class DisaggResult:
-    """scenario=disagg's answer: summary.json as a dict."""
-
-    summary: dict
-
-
-def run_disagg_search(cfg: SimConfig, progress=None) -> DisaggResult:
-    from sim.run.disagg import Pools
-
+def run_disagg_search(
+    cfg: SimConfig, progress: Callable[[int, None], None] | None = None
+) -> DisaggResult:
     started = time.perf_counter()
     pools = Pools.from_config(replace(cfg, disagg=replace(cfg.disagg, enabled=True)))
     s = Search(cfg, progress)
-    out = search_split(s)
+    best, per_prefill = search_split(s)
     d = cfg.disagg
-    out |= {
-        "rate": cfg.workload.rate,
-        "slo": {f"{m}_ms": t for m, t in s.targets.items()},
-        "model": pools.decode.model.name,
-        "engine": f"{pools.decode.settings.engine}@{pools.decode.settings.version}",
-        "prefill_pool": {"hardware": pools.prefill.hardware.name, "tp": s.tp_prefill},
-        "decode_pool": {"hardware": pools.decode.hardware.name, "tp": s.tp_decode},
-        "link": pools.link.record(),
-        "kv_transfer_layerwise": pools.layerwise,
-        "num_requests": cfg.workload.num_requests,
-        "max_replicas": d.max_replicas,
-        "probes": [p.record() for p in s.probes],
-        "simulations_run": s.simulations,
-    }
-    out["colocated"] = colocated(cfg) if d.colocated else None
-    out["wall_time_s"] = time.perf_counter() - started
-    return DisaggResult(out)
+    return DisaggResult(
+        best=best,
+        per_prefill=per_prefill,
+        rate=cfg.workload.rate,
+        targets_ms=s.targets_ms,
+        model=pools.decode.model.name,
+        engine=f"{pools.decode.settings.engine}@{pools.decode.settings.version}",
+        prefill_pool=Pool(pools.prefill.hardware.name, s.tp_prefill),
+        decode_pool=Pool(pools.decode.hardware.name, s.tp_decode),
+        link=pools.link,
+        kv_transfer_layerwise=pools.layerwise,
+        num_requests=cfg.workload.num_requests,
+        max_replicas=d.max_replicas,
+        probes=tuple(s.probes),
+        simulations_run=s.simulations,
+        colocated=colocated(cfg) if d.colocated else None,
+        wall_time_s=time.perf_counter() - started,
+    )
 
 
-def colocated(cfg: SimConfig) -> dict:
+def colocated(cfg: SimConfig) -> Colocated:
     """scenario=capacity's fewest replicas for the rate, prefill and decode on the same GPUs
-    (the top-level hardware, parallel.tp and engine_args)."""
-    from sim.scenarios.capacity import search as capacity
-    from sim.specs.hardware import load_hardware
-
+    (the top-level hardware, parallel.tp and engine_args), with the same SLOs and seeds."""
     d = cfg.disagg
     c = replace(
         cfg.capacity,
@@ -254,19 +200,17 @@ def colocated(cfg: SimConfig) -> dict:
         jobs=d.jobs,
     )
     plain = replace(cfg, task="capacity", capacity=c, disagg=replace(d, enabled=False))
-    s = capacity.Search(plain)
+    s = CapacitySearch(plain)
     try:
-        r = capacity.search_replicas(s, cfg.workload.rate)
+        answer, why = search_replicas(s, cfg.workload.rate), None
     except UserError as exc:
-        return {"replicas": None, "gpus": None, "why": str(exc), "simulations_run": s.simulations}
-    gpus = r["replicas"] * cfg.parallel.tp * cfg.parallel.pp
-    return {
-        "hardware": load_hardware(cfg.hardware).name,
-        "tp": cfg.parallel.tp,
-        "replicas": r["replicas"],
-        "gpus": gpus,
-        "p99_ttft_ms": r["p99_ttft_ms_at_capacity"],
-        "p99_tpot_ms": r["p99_tpot_ms_at_capacity"],
-        "probes": [p.record() for p in s.probes],
-        "simulations_run": s.simulations,
-    }
+        answer, why = None, str(exc)
+    return Colocated(
+        hardware=load_hardware(cfg.hardware).name,
+        tp=cfg.parallel.tp,
+        pp=cfg.parallel.pp,
+        answer=answer,
+        why=why,
+        probes=tuple(s.probes),
+        simulations_run=s.simulations,
+    )

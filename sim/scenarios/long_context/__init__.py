@@ -1,1 +1,15 @@
-"""sim/scenarios/long_context: TODO."""
+"""scenario=long_context: what one very long request does to a serving engine, alone and
+among traffic, and what each attention design and remedy changes.
+
+Reading order (each module imports only those above it):
+    arithmetic.py    the memory and time of one long sequence, by hand (no simulation)
+    runs.py          the long request through the engine: Context, the runs, their figures
+    traffic.py       the engine runs with and without the long request, per chunk budget
+    architectures.py the same questions for other attention designs
+    remedies.py      what a user can turn, each priced with the same cost model
+    study.py         Study: the whole study as typed data; its summary is summary.json
+    text.py, sections.py, report.py   report.md, its sentences and plots
+    scenario.py      the Scenario the runner calls
+
+May import everything below sim/scenarios.
+"""

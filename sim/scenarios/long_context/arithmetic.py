@@ -18,7 +18,7 @@ each over 1/pp of the layers and, with decode context parallelism, 1/cp of the t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from sim.cost.roofline import causal_pairs_scalar
 from sim.cost.step import CostModel
@@ -227,6 +227,30 @@ class Decode:
     weights_bytes_per_gpu: int
     kv_bytes_per_gpu: int  # the KV one step reads
 
+    @property
+    def total_ms(self) -> float:
+        return self.total_s * 1e3
+
+    @property
+    def weights_ms(self) -> float:
+        return self.weights_s * 1e3
+
+    @property
+    def kv_ms(self) -> float:
+        return self.kv_s * 1e3
+
+    @property
+    def other_ms(self) -> float:
+        return self.other_s * 1e3
+
+    @property
+    def summary(self) -> dict:
+        """summary.json's `decode`: the fields, every `*_s` as `*_ms`."""
+        return {
+            (k[:-2] + "_ms" if k.endswith("_s") else k): (v * 1e3 if k.endswith("_s") else v)
+            for k, v in asdict(self).items()
+        }
+
 
 def decode_at(cost: CostModel, context: int, kv_bytes_per_gpu: int, weights_bytes: int) -> Decode:
     step = cost.cost([], [], [context])
@@ -283,7 +307,3 @@ def flops_crossover_tokens(model: ModelSpec) -> int:
         linear, attention = prefill_flops(model, mid)
         lo, hi = (mid, hi) if attention < linear else (lo, mid)
     return hi
-
-
-def gib(nbytes: float) -> float:
-    return nbytes / GIB

@@ -16,16 +16,20 @@ separate prefill pool     the prefill alone, then each GPU's KV shard over its N
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from sim.scenarios.long_context.arithmetic import (
     NODE_GPUS,
     Decode,
     Fit,
+    Prefill,
     decode_at,
     kv_bytes_sequence_per_gpu,
     tp_choices,
     walk_prefill,
 )
 from sim.scenarios.long_context.runs import Context, chunk_tokens
+from sim.scenarios.long_context.traffic import EngineRuns
 from sim.specs.model import Attention
 
 DISAGGREGATION = {  # how each engine family runs a separate prefill pool
@@ -35,24 +39,121 @@ DISAGGREGATION = {  # how each engine family runs a separate prefill pool
 }
 
 
-def remedies(ctx: Context, at: Fit, split: dict, dec: Decode, s: dict) -> dict:
-    return {
-        "tensor_parallel": [_tp_row(ctx, tp) for tp in tp_choices(ctx.model)],
-        "decode_context_parallel": _dcp(ctx, at, dec),
-        "prefill_context_parallel": [_pcp(ctx, at, split, dec, cp) for cp in (2, 4, 8)],
-        "fp8_kv": _fp8(ctx, at),
-        "prefill_budget": [
-            {
-                "budget": r["budget"],
-                "long_prefill_token_threshold": r["long_prefill_token_threshold"],
-                "long_ttft_s": r["long_ttft_s"],
-                "cotenant_p99_tpot_ms": r["with"]["p99_tpot_ms"],
-                "cotenant_p99_ttft_ms": r["with"]["p99_ttft_ms"],
-            }
-            for r in s.get("cotenant_by_budget", [])
-        ],
-        "disaggregated": _disagg(ctx, at, s, dec),
-    }
+@dataclass(frozen=True, slots=True)
+class TensorParallel:
+    tp: int
+    gpus: int
+    fits: bool
+    kv_bytes_sequence_per_gpu: int
+    weights_bytes_per_gpu: int
+    max_context_tokens: int
+    ttft_s: float
+    decode_ms_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeContextParallel:
+    dcp: int  # the copies TP keeps of each KV, sharded instead
+    why: str
+    fits: bool
+    kv_bytes_sequence_per_gpu: int
+    max_context_tokens: int
+    decode_ms_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillContextParallel:
+    cp: int
+    gpus: int
+    link: str  # "NVLink" inside a node, else "network"
+    ttft_s: float
+    ring_exposed_s: float
+    ring_total_s: float
+    fits: bool
+    kv_bytes_sequence_per_gpu: int
+    max_context_tokens: int
+    decode_ms_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Kv:
+    fits: bool
+    kv_bytes_sequence_per_gpu: int
+    max_context_tokens: int
+    ttft_s: float
+    decode_ms_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChoice:
+    """One traffic variant (sim/scenarios/long_context/traffic.py) as a remedy."""
+
+    budget: int
+    long_prefill_token_threshold: int
+    long_ttft_s: float
+    cotenant_p99_tpot_ms: float | None
+    cotenant_p99_ttft_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Disaggregated:
+    supported: bool
+    how: str
+    kv_transfer_s: float
+    kv_transfer_layerwise_exposed_s: float
+    ttft_s: float
+    cotenant_p99_tpot_ms: float | None
+    prefill_gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Remedies:
+    tensor_parallel: tuple[TensorParallel, ...]
+    decode_context_parallel: DecodeContextParallel | None  # None where TP keeps no copies
+    prefill_context_parallel: tuple[PrefillContextParallel, ...]
+    fp8_kv: Fp8Kv
+    prefill_budget: tuple[BudgetChoice, ...]  # empty without traffic runs
+    disaggregated: Disaggregated
+
+    @property
+    def summary(self) -> dict:
+        """summary.json's `remedies` (lists where the fields are tuples)."""
+        return {
+            "tensor_parallel": [asdict(x) for x in self.tensor_parallel],
+            "decode_context_parallel": None
+            if self.decode_context_parallel is None
+            else asdict(self.decode_context_parallel),
+            "prefill_context_parallel": [asdict(x) for x in self.prefill_context_parallel],
+            "fp8_kv": asdict(self.fp8_kv),
+            "prefill_budget": [asdict(x) for x in self.prefill_budget],
+            "disaggregated": asdict(self.disaggregated),
+        }
+
+
+def remedies(
+    ctx: Context, at: Fit, split: Prefill, dec: Decode, runs: EngineRuns | None, ttft_s: float
+) -> Remedies:
+    """Each remedy at `at` (the simulated fit, else the given one); `split`: the prompt's walk,
+    `dec`: its decode step alone, `ttft_s`: its TTFT alone (the engine's where simulated)."""
+    traffic = runs.traffic if runs is not None else None
+    budgets = traffic.by_budget if traffic is not None else ()
+    return Remedies(
+        tensor_parallel=tuple(_tp_row(ctx, tp) for tp in tp_choices(ctx.model)),
+        decode_context_parallel=_dcp(ctx, at, dec),
+        prefill_context_parallel=tuple(_pcp(ctx, at, split, dec, cp) for cp in (2, 4, 8)),
+        fp8_kv=_fp8(ctx, at),
+        prefill_budget=tuple(
+            BudgetChoice(
+                r.variant.budget,
+                r.variant.long_prefill_token_threshold,
+                r.long_ttft_s,
+                r.with_long.p99_tpot_ms,
+                r.with_long.p99_ttft_ms,
+            )
+            for r in budgets
+        ),
+        disaggregated=_disagg(ctx, at, ttft_s, runs, dec),
+    )
 
 
 def _time_at(ctx: Context, fit: Fit, **changes) -> tuple[float, float]:
@@ -65,22 +166,16 @@ def _time_at(ctx: Context, fit: Fit, **changes) -> tuple[float, float]:
     return w.total_s, d.total_s * 1e3
 
 
-def _tp_row(ctx: Context, tp: int) -> dict:
+def _tp_row(ctx: Context, tp: int) -> TensorParallel:
     fit = ctx.fit(tp)
     ttft, decode = _time_at(ctx, fit)
-    return {
-        "tp": tp,
-        "gpus": tp,
-        "fits": fit.fits,
-        "kv_bytes_sequence_per_gpu": fit.kv_bytes_sequence_per_gpu,
-        "weights_bytes_per_gpu": fit.weights_bytes_per_gpu,
-        "max_context_tokens": fit.max_context_tokens,
-        "ttft_s": ttft,
-        "decode_ms_per_token": decode,
-    }
+    return TensorParallel(
+        tp, tp, fit.fits, fit.kv_bytes_sequence_per_gpu, fit.weights_bytes_per_gpu,
+        fit.max_context_tokens, ttft, decode,
+    )  # fmt: skip
 
 
-def _dcp(ctx: Context, at: Fit, dec: Decode) -> dict | None:
+def _dcp(ctx: Context, at: Fit, dec: Decode) -> DecodeContextParallel | None:
     """Decode context parallelism (vLLM --decode-context-parallel-size, SGLang --dcp-size):
     only where TP keeps copies of the same KV."""
     m = ctx.model
@@ -89,68 +184,64 @@ def _dcp(ctx: Context, at: Fit, dec: Decode) -> dict | None:
     if copies == 1:
         return None
     fit = ctx.fit(at.tp, at.pp, copies)
-    return {
-        "dcp": copies,
-        "why": "MLA latents are replicated on every TP rank"
+    return DecodeContextParallel(
+        dcp=copies,
+        why="MLA latents are replicated on every TP rank"
         if mla
         else f"{m.num_kv_heads} KV heads over {at.tp} ranks: each head kept {copies} times",
-        "fits": fit.fits,
-        "kv_bytes_sequence_per_gpu": fit.kv_bytes_sequence_per_gpu,
-        "max_context_tokens": fit.max_context_tokens,
-        "decode_ms_per_token": (dec.total_s - dec.kv_s * (1 - 1 / copies)) * 1e3,
-    }
+        fits=fit.fits,
+        kv_bytes_sequence_per_gpu=fit.kv_bytes_sequence_per_gpu,
+        max_context_tokens=fit.max_context_tokens,
+        decode_ms_per_token=(dec.total_s - dec.kv_s * (1 - 1 / copies)) * 1e3,
+    )
 
 
-def _pcp(ctx: Context, at: Fit, split: dict, dec: Decode, cp: int) -> dict:
+def _pcp(ctx: Context, at: Fit, split: Prefill, dec: Decode, cp: int) -> PrefillContextParallel:
     m, hw, lc = ctx.model, ctx.hardware, ctx.cfg.long_context
     gpus = at.num_gpus * cp
     inside = at.tp * cp <= NODE_GPUS
     link = hw.peer_bytes_per_s if inside else lc.network_bytes_per_s
-    b = split["breakdown_s"]
     layers = m.num_layers
     shard = kv_bytes_sequence_per_gpu(m, lc.prompt_tokens, "auto", at.tp, at.pp, cp) / layers
     hop_s = (cp - 1) * shard / link  # one layer's ring, per GPU
-    attention_layer_s = b["attention"] / cp / layers
+    attention_layer_s = split.attention_s / cp / layers
     exposed = layers * max(0.0, hop_s - attention_layer_s)
-    ttft = (b["linear"] + b["attention"] + b["communication"]) / cp + b["overhead"] + exposed
+    gpu_s = split.linear_s + split.attention_s + split.communication_s
+    ttft = gpu_s / cp + split.overhead_s + exposed
     fit = ctx.fit(at.tp, at.pp, cp)
-    return {
-        "cp": cp,
-        "gpus": gpus,
-        "link": "NVLink" if inside else "network",
-        "ttft_s": ttft,
-        "ring_exposed_s": exposed,
-        "ring_total_s": layers * hop_s,
-        "fits": fit.fits,
-        "kv_bytes_sequence_per_gpu": fit.kv_bytes_sequence_per_gpu,
-        "max_context_tokens": fit.max_context_tokens,
-        "decode_ms_per_token": (dec.total_s - dec.kv_s * (1 - 1 / cp)) * 1e3,
-    }
+    return PrefillContextParallel(
+        cp=cp,
+        gpus=gpus,
+        link="NVLink" if inside else "network",
+        ttft_s=ttft,
+        ring_exposed_s=exposed,
+        ring_total_s=layers * hop_s,
+        fits=fit.fits,
+        kv_bytes_sequence_per_gpu=fit.kv_bytes_sequence_per_gpu,
+        max_context_tokens=fit.max_context_tokens,
+        decode_ms_per_token=(dec.total_s - dec.kv_s * (1 - 1 / cp)) * 1e3,
+    )
 
 
-def _fp8(ctx: Context, at: Fit) -> dict:
+def _fp8(ctx: Context, at: Fit) -> Fp8Kv:
     fit = ctx.fit(at.tp, at.pp, kv_cache_dtype="fp8")
     ttft, decode = _time_at(ctx, fit, kv_cache_dtype="fp8")
-    return {
-        "fits": fit.fits,
-        "kv_bytes_sequence_per_gpu": fit.kv_bytes_sequence_per_gpu,
-        "max_context_tokens": fit.max_context_tokens,
-        "ttft_s": ttft,
-        "decode_ms_per_token": decode,
-    }
+    return Fp8Kv(fit.fits, fit.kv_bytes_sequence_per_gpu, fit.max_context_tokens, ttft, decode)
 
 
-def _disagg(ctx: Context, at: Fit, s: dict, dec: Decode) -> dict:
+def _disagg(
+    ctx: Context, at: Fit, ttft_s: float, runs: EngineRuns | None, dec: Decode
+) -> Disaggregated:
     lc = ctx.cfg.long_context
     transfer = at.kv_bytes_sequence_per_gpu / lc.network_bytes_per_s
-    without = (s.get("cotenant") or {}).get("without") or {}
-    p99 = without.get("p99_tpot_ms")
-    return {
-        "supported": ctx.engine_name in DISAGGREGATION,
-        "how": DISAGGREGATION.get(ctx.engine_name, "not offered by this engine"),
-        "kv_transfer_s": transfer,
-        "kv_transfer_layerwise_exposed_s": transfer / ctx.model.num_layers,
-        "ttft_s": s["ttft_s"] + transfer,
-        "cotenant_p99_tpot_ms": None if p99 is None else p99 + dec.kv_s * 1e3,
-        "prefill_gpus": at.num_gpus,
-    }
+    traffic = runs.traffic if runs is not None else None
+    p99 = traffic.engine_run.without_long.p99_tpot_ms if traffic is not None else None
+    return Disaggregated(
+        supported=ctx.engine_name in DISAGGREGATION,
+        how=DISAGGREGATION.get(ctx.engine_name, "not offered by this engine"),
+        kv_transfer_s=transfer,
+        kv_transfer_layerwise_exposed_s=transfer / ctx.model.num_layers,
+        ttft_s=ttft_s + transfer,
+        cotenant_p99_tpot_ms=None if p99 is None else p99 + dec.kv_s * 1e3,
+        prefill_gpus=at.num_gpus,
+    )

@@ -3,6 +3,7 @@ TTFT split by prompt length (log-log), the timeline of the traffic run, the arch
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from sim.kv.memory import GIB
 from sim.report.figures import plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json, write_parquet
+from sim.scenarios.long_context.architectures import Architecture, ArchitectureError
 from sim.scenarios.long_context.sections import (
     architecture_section,
     cotenant_section,
@@ -36,7 +38,7 @@ COLORS["overhead"] = "#7f7f7f"
 
 # ---- plots ---------------------------------------------------------------------------------
 def plot_scaling(study: Study, path: Path) -> str:
-    s, df = study.summary, study.scaling
+    df = study.scaling
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     n = df["prompt_tokens"].to_numpy()
     ax.loglog(n, df["ttft_s"], "k-o", lw=2, ms=4, label="TTFT (alone)")
@@ -48,20 +50,20 @@ def plot_scaling(study: Study, path: Path) -> str:
     ax.loglog(n, ref, ":", color=COLORS["linear"], lw=1, label="∝ n")
     ref2 = df["attention"].iloc[-1] * (n / n[-1]) ** 2
     ax.loglog(n, ref2, ":", color=COLORS["attention"], lw=1, label="∝ n²")
-    x = s.get("flops_crossover_tokens")
+    x = study.flops_crossover_tokens
     if x and n[0] <= x <= n[-1]:
         ax.axvline(x, color="#d62728", ls="--", lw=0.8)
         ax.annotate(f"attention FLOPs\n= linear at {x:,}", (x, ax.get_ylim()[0]), fontsize=8,
                     xytext=(4, 8), textcoords="offset points")  # fmt: skip
-    trained = s["trained_context_tokens"]
+    trained = study.trained_context_tokens
     if n[0] <= trained <= n[-1]:
         ax.axvline(trained, color="black", ls=":", lw=0.8)
         ax.annotate("trained context", (trained, ax.get_ylim()[1]), fontsize=8,
                     xytext=(4, -14), textcoords="offset points")  # fmt: skip
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("seconds")
-    ax.set_title(f"Time to first token by part, {s['model']} on {s['simulated_gpus']} × "
-                 f"{s['hardware']} ({s['simulated_parallel']})", fontsize=10)  # fmt: skip
+    ax.set_title(f"Time to first token by part, {study.model} on {study.at.num_gpus} × "
+                 f"{study.hardware} ({study.at.parallel})", fontsize=10)  # fmt: skip
     ax.grid(which="both", alpha=0.25)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -72,14 +74,14 @@ def plot_timeline(study: Study, path: Path) -> str | None:
     steps, req, k = study.steps, study.requests, study.long_index
     if steps is None or req is None:
         return None
-    s = study.summary
     long = req.set_index("request_id").loc[k]
     others = req[(req["request_id"] != k) & (req["status"] == "finished")]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     a1.semilogy(steps["start_s"], steps["duration_s"] * 1e3, ".", ms=2, color="#444444")
     a1.set_ylabel("step time (ms)")
     a1.set_title(
-        f"Traffic with one {s['prompt_tokens']:,}-token request (budget {s['chunk_tokens']:,} "
+        f"Traffic with one {study.prompt_tokens:,}-token request (budget "
+        f"{study.prefill.budget:,} "
         f"tokens): every step while it prefills carries a chunk whose attention reads the "
         f"whole prefix",
         fontsize=9,
@@ -98,20 +100,22 @@ def plot_timeline(study: Study, path: Path) -> str | None:
     return save_png(fig, path)
 
 
-def plot_architectures(rows: list[dict], path: Path) -> str | None:
-    rows = [r for r in rows if "error" not in r]
+def plot_architectures(
+    answers: tuple[Architecture | ArchitectureError, ...], path: Path
+) -> str | None:
+    rows = [r for r in answers if isinstance(r, Architecture)]
     if not rows:
         return None
-    names = [f"{r['model']}\n({r['attention']})" for r in rows]
+    names = [f"{r.model}\n({r.attention})" for r in rows]
     y = np.arange(len(rows))
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(rows) + 1.6), sharey=True)
     values = (
-        ([r["kv_bytes_sequence"] / GIB for r in rows], "KV for the sequence (GiB)"),
-        ([r["ttft_s"] for r in rows], "TTFT alone (s)"),
-        ([r["decode_ms_per_token"] for r in rows], "decode (ms / token)"),
+        ([r.kv_bytes_sequence / GIB for r in rows], "KV for the sequence (GiB)"),
+        ([r.ttft_s for r in rows], "TTFT alone (s)"),
+        ([r.decode_ms_per_token for r in rows], "decode (ms / token)"),
     )
     for ax, (v, label) in zip(axes, values, strict=True):
-        colors = ["#2ca02c" if r["fits"] else "#d62728" for r in rows]
+        colors = ["#2ca02c" if r.fits else "#d62728" for r in rows]
         ax.barh(y, v, color=colors)
         ax.set_xlabel(label)
         ax.grid(axis="x", alpha=0.3)
@@ -122,47 +126,48 @@ def plot_architectures(rows: list[dict], path: Path) -> str | None:
     return save_png(fig, path)
 
 
-def report_text(s: dict, plots: dict) -> str:
+def report_text(study: Study, plots: dict) -> str:
+    traffic = study.traffic
     lines = [
-        f"# Long context: {s['model']}, a {s['prompt_tokens']:,}-token prompt on "
-        f"{s['hardware']} ({s['given_parallel']})",
+        f"# Long context: {study.model}, a {study.prompt_tokens:,}-token prompt on "
+        f"{study.hardware} ({study.memory.given_parallel})",
         "",
-        f"Engine {s['engine']}; {s['output_tokens']} output tokens; "
-        f"{s.get('background', 'no background traffic')}.",
+        f"Engine {study.engine}; {study.output_tokens} output tokens; "
+        f"{traffic.background if traffic is not None else 'no background traffic'}.",
         "",
         "## What breaks, in the order you meet it",
         "",
-        f"1. **Memory.** {memory_sentence(s)}",
-        f"2. **Time to first token.** {ttft_sentence(s)}",
-        f"3. **Decode.** {decode_sentence(s)}",
-        f"4. **Everyone else.** {cotenant_sentence(s)}",
+        f"1. **Memory.** {memory_sentence(study)}",
+        f"2. **Time to first token.** {ttft_sentence(study)}",
+        f"3. **Decode.** {decode_sentence(study)}",
+        f"4. **Everyone else.** {cotenant_sentence(study)}",
         "",
     ]
-    if s["prompt_tokens"] + s["output_tokens"] > s["trained_context_tokens"]:
+    if study.prompt_tokens + study.output_tokens > study.trained_context_tokens:
         lines += [
-            f"Note: {s['model']} is trained to {s['trained_context_tokens']:,} positions. "
+            f"Note: {study.model} is trained to {study.trained_context_tokens:,} positions. "
             "Engines refuse a longer max_model_len unless told otherwise (vLLM: "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, with RoPE scaling); what the model's answers are "
             "worth beyond its trained length is not something a simulator can say.",
             "",
         ]
-    lines += memory_section(s) + prefill_section(s, plots) + decode_section(s)
-    lines += cotenant_section(s, plots) + architecture_section(s, plots) + remedy_section(s)
-    lines += how_section(s)
+    lines += memory_section(study) + prefill_section(study, plots) + decode_section(study)
+    lines += cotenant_section(study, plots) + architecture_section(study, plots)
+    lines += remedy_section(study) + how_section(study)
     return "\n".join(lines) + "\n"
 
 
 # ---- outputs -------------------------------------------------------------------------------
 def write_long_context_outputs(study: Study, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    s = study.summary
     study.scaling.to_csv(out_dir / "ttft_scaling.csv", index=False)
-    pd.DataFrame(s["architectures"]).to_csv(out_dir / "architectures.csv", index=False)
+    rows = [asdict(a) for a in study.architectures]
+    pd.DataFrame(rows).to_csv(out_dir / "architectures.csv", index=False)
     if study.steps is not None:
         write_parquet(out_dir / "steps.parquet", study.steps)
         write_parquet(out_dir / "requests.parquet", study.requests)
     plots = {"scaling": plot_scaling(study, out_dir / "ttft_scaling.png")}
     plots["timeline"] = plot_timeline(study, out_dir / "timeline.png")
-    plots["architectures"] = plot_architectures(s["architectures"], out_dir / "architectures.png")
-    write_report(out_dir, report_text(s, plots))
-    write_json(out_dir / "summary.json", s)
+    plots["architectures"] = plot_architectures(study.architectures, out_dir / "architectures.png")
+    write_report(out_dir, report_text(study, plots))
+    write_json(out_dir / "summary.json", study.summary)

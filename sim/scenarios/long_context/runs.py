@@ -5,15 +5,17 @@
                 the split and for every length from 4K up
     3. decode   its time per output token alone, split into weights read and KV read
     4. traffic  the workload's requests (co-tenants) with and without it, per chunk budget
+                (sim/scenarios/long_context/traffic.py)
 Where it does not fit the given parallelism it is simulated on the smallest that fits, and said
-so; where nothing fits, the memory answer stands alone. Architectures and remedies:
-sim/scenarios/long_context/study.py.
+so; where nothing fits, the memory answer stands alone. This module holds what they share: the
+Context, the engine's config and workload for a run, one run (EngineRun) and the figures read
+off it. The whole study: sim/scenarios/long_context/study.py; architectures and remedies:
+architectures.py, remedies.py beside it.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,7 +29,16 @@ from sim.engines.resolve import ENGINES, resolve
 from sim.engines.settings import EngineSettings
 from sim.errors import UserError
 from sim.kv.memory import kv_block_tokens, kv_bytes_per_token_per_gpu
-from sim.scenarios.long_context.arithmetic import Fit, check_fit, smallest_fit, walk_prefill
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.scenarios.fanout import fan_out
+from sim.scenarios.long_context.arithmetic import (
+    Fit,
+    Prefill,
+    check_fit,
+    smallest_fit,
+    walk_prefill,
+)
 from sim.specs.hardware import Hardware, load_hardware
 from sim.specs.model import ModelSpec
 from sim.specs.model_config import load_model
@@ -187,78 +198,87 @@ def background_workload(cfg: SimConfig, duration_s: float) -> Workload:
     return generate(w, np.random.default_rng(cfg.seed))
 
 
-def cotenant_figures(requests: pd.DataFrame, ids: np.ndarray) -> dict:
-    """TTFT and TPOT percentiles (ms) of the co-tenants `ids` (vllm bench's definitions)."""
+@dataclass(frozen=True, slots=True)
+class Cotenants:
+    """TTFT and TPOT percentiles (ms) of the co-tenants (vllm bench's definitions); None
+    where none finished."""
+
+    num_requests: int
+    finished: int
+    p50_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    p50_tpot_ms: float | None
+    p99_tpot_ms: float | None
+
+
+def cotenant_figures(requests: pd.DataFrame, ids: np.ndarray) -> Cotenants:
+    """The co-tenants `ids` of a run's requests frame."""
     r = requests.set_index("request_id").loc[ids]
     done = r[r["status"] == "finished"]
-    out = {"num_requests": len(ids), "finished": len(done)}
+    p = {}
     for name, col in (("ttft", "ttft_s"), ("tpot", "tpot_s")):
         values = done[col].dropna().to_numpy() * 1e3
-        for p in (50, 99):
-            out[f"p{p}_{name}_ms"] = float(np.percentile(values, p)) if len(values) else None
-    return out
+        for q in (50, 99):
+            p[f"p{q}_{name}_ms"] = float(np.percentile(values, q)) if len(values) else None
+    return Cotenants(len(ids), len(done), **p)
 
 
-def simulate_run(cfg: SimConfig, model: ModelSpec, workload: Workload, keep: bool) -> dict:
-    """One engine run (in a joblib worker): the requests frame, the steps when `keep`."""
-    from sim.run.setup import Setup
-    from sim.run.simulate import simulate
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    """One engine run, as the study reads it: the requests frame, the steps when kept."""
 
+    requests: pd.DataFrame
+    steps: pd.DataFrame | None
+    max_step_s: float
+    sim_s: float  # when the last step ended
+    num_steps: int
+    memory_plan: dict  # the run's summary["memory_plan"], written out as it is
+
+
+def simulate_run(cfg: SimConfig, model: ModelSpec, workload: Workload, keep: bool) -> EngineRun:
+    """One engine run (in a joblib worker); its steps kept when `keep`."""
     result = simulate(cfg, setup=Setup.from_config(cfg, model), workload=workload)
     keep_cols = ["request_id", "status", "arrival_s", "first_token_s", "finish_s", "ttft_s"]
-    out = {"requests": result.requests[[*keep_cols, "tpot_s", "output_tokens"]]}
-    out["steps"] = result.steps if keep else None
     steps = result.steps
-    out["max_step_s"] = float(steps["duration_s"].max()) if len(steps) else 0.0
-    out["sim_s"] = float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 0.0
-    out["num_steps"] = len(result.steps)
-    out["memory_plan"] = result.summary["memory_plan"]
-    return out
+    return EngineRun(
+        requests=result.requests[[*keep_cols, "tpot_s", "output_tokens"]],
+        steps=steps if keep else None,
+        max_step_s=float(steps["duration_s"].max()) if len(steps) else 0.0,
+        sim_s=float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 0.0,
+        num_steps=len(steps),
+        memory_plan=result.summary["memory_plan"],
+    )
 
 
-def run_all(jobs: list[tuple], n_jobs: int | None, progress=None) -> list[dict]:
+def run_all(jobs: list[tuple], n_jobs: int | None, progress=None) -> list[EngineRun]:
     """simulate_run for each (cfg, model, workload, keep), `n_jobs` at a time."""
-    from joblib import Parallel, delayed
-
-    n = min(n_jobs or os.cpu_count() or 1, max(len(jobs), 1))
-    if n == 1:
-        out = []
-        for job in jobs:
-            out.append(simulate_run(*job))
-            if progress:
-                progress(len(out), len(jobs))
-        return out
-    out = []
-    for r in Parallel(n_jobs=n, return_as="generator")(delayed(simulate_run)(*j) for j in jobs):
-        out.append(r)
-        if progress:
-            progress(len(out), len(jobs))
-    return out
+    return fan_out(simulate_run, jobs, n_jobs, progress)
 
 
-def long_request_figures(requests: pd.DataFrame, k: int) -> dict:
+@dataclass(frozen=True, slots=True)
+class LongRequest:
+    """The long request's own figures in a run."""
+
+    ttft_s: float
+    tpot_ms: float | None  # None with a single output token
+    finish_s: float
+
+
+def long_request_figures(requests: pd.DataFrame, k: int) -> LongRequest:
     row = requests.set_index("request_id").loc[k]
     if row["status"] != "finished":
         raise UserError(f"the long request ended {row['status']}: see the run's requests")
-    return {
-        "ttft_s": float(row["ttft_s"]),
-        "tpot_ms": float(row["tpot_s"] * 1e3) if pd.notna(row["tpot_s"]) else None,
-        "finish_s": float(row["finish_s"]),
-    }
+    return LongRequest(
+        ttft_s=float(row["ttft_s"]),
+        tpot_ms=float(row["tpot_s"] * 1e3) if pd.notna(row["tpot_s"]) else None,
+        finish_s=float(row["finish_s"]),
+    )
 
 
-def prefill_split(cost: CostModel, prompt_tokens: int, chunk: int) -> tuple[dict, list[dict]]:
-    """The walk at every scaling length, the last being the prompt's (its split)."""
+def prefill_split(cost: CostModel, prompt_tokens: int, chunk: int) -> tuple[Prefill, list[dict]]:
+    """The walk at every scaling length: (the prompt's, the last; a row per length)."""
     rows = []
     for n in scaling_lengths(prompt_tokens):
         last = walk_prefill(cost, n, chunk)
         rows.append({"prompt_tokens": n, "ttft_s": last.total_s, **last.breakdown()})
-    split = {
-        "walk_ttft_s": last.total_s,
-        "breakdown_s": last.breakdown(),
-        "num_chunks": last.num_chunks,
-        "chunk_tokens": chunk,
-        "first_chunk_s": last.first_chunk_s,
-        "last_chunk_s": last.last_chunk_s,
-    }
-    return split, rows
+    return last, rows

@@ -31,9 +31,9 @@ class LongContext:
         write_long_context_outputs(result, out_dir)
 
     def brief(self, result: Study, out_dir: Path, sweeping: bool) -> None:
-        s = result.summary
         print(
-            f"long_context: {s['model']}, {s['prompt_tokens']:,} prompt tokens on {s['hardware']}"
+            f"long_context: {result.model}, {result.prompt_tokens:,} prompt tokens on "
+            f"{result.hardware}"
         )
         for title, sentence in (
             ("Memory", memory_sentence),
@@ -41,5 +41,5 @@ class LongContext:
             ("Decode", decode_sentence),
             ("Everyone else", cotenant_sentence),
         ):
-            print(f"  {title}: {sentence(s)}")
-        print(f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (summary.json, report.md, plots)")
+            print(f"  {title}: {sentence(result)}")
+        print(f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, report.md, plots)")

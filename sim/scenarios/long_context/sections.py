@@ -1,35 +1,40 @@
 """scenario=long_context's report.md, the later sections: everyone else (the traffic runs), the
 architectures, the remedies, and how the numbers were computed. Every figure is read from the
-summary the run produced."""
+study the run produced."""
 
 from __future__ import annotations
 
 from sim.report.figures import md_table
+from sim.scenarios.long_context.architectures import Architecture
+from sim.scenarios.long_context.remedies import BudgetChoice
+from sim.scenarios.long_context.study import Study
 from sim.scenarios.long_context.text import dur, gib, ms, pct, tok
+from sim.scenarios.long_context.traffic import BudgetRun
 
 
-def cotenant_section(s: dict, plots: dict) -> list[str]:
+def cotenant_section(study: Study, plots: dict) -> list[str]:
     lines = ["## 4. Everyone else", ""]
-    if "cotenant_by_budget" not in s:
+    traffic = study.traffic
+    if traffic is None:
         return [*lines, "No background traffic was simulated.", ""]
     rows = []
-    for r in s["cotenant_by_budget"]:
-        w, wo = r["with"], r["without"]
-        label = f"{r['budget']:,}" + (" (engine)" if r["engine_default"] else "")
+    for r in traffic.by_budget:
+        w, wo, v = r.with_long, r.without_long, r.variant
+        label = f"{v.budget:,}" + (" (engine)" if r.engine_default else "")
         rows.append(
             (
                 label,
-                tok(r["long_prefill_token_threshold"] or None),
-                dur(r["long_ttft_s"]),
-                f"{ms(wo['p50_ttft_ms'])} → {ms(w['p50_ttft_ms'])}",
-                f"{ms(wo['p99_ttft_ms'])} → {ms(w['p99_ttft_ms'])}",
-                f"{ms(wo['p50_tpot_ms'])} → {ms(w['p50_tpot_ms'])}",
-                f"{ms(wo['p99_tpot_ms'])} → {ms(w['p99_tpot_ms'])}",
-                dur(r["max_step_s"]),
+                tok(v.long_prefill_token_threshold or None),
+                dur(r.long_ttft_s),
+                f"{ms(wo.p50_ttft_ms)} → {ms(w.p50_ttft_ms)}",
+                f"{ms(wo.p99_ttft_ms)} → {ms(w.p99_ttft_ms)}",
+                f"{ms(wo.p50_tpot_ms)} → {ms(w.p50_tpot_ms)}",
+                f"{ms(wo.p99_tpot_ms)} → {ms(w.p99_tpot_ms)}",
+                dur(r.max_step_s),
             )
         )
     lines += [
-        f"Background: {s['background']}. Co-tenants are the requests that arrive between the "
+        f"Background: {traffic.background}. Co-tenants are the requests that arrive between the "
         "long request's arrival and its last token; each cell is without → with it (the same "
         "requests, the same arrival times).",
         "",
@@ -47,7 +52,7 @@ def cotenant_section(s: dict, plots: dict) -> list[str]:
             ),
         ),
         "",
-        budget_lesson(s["cotenant_by_budget"]),
+        budget_lesson(traffic.by_budget),
         "",
     ]
     if plots.get("timeline"):
@@ -55,45 +60,46 @@ def cotenant_section(s: dict, plots: dict) -> list[str]:
     return lines
 
 
-def budget_lesson(rows: list[dict]) -> str:
+def budget_lesson(rows: tuple[BudgetRun, ...]) -> str:
     """What the budget rows show, in words, from their numbers."""
-    plain = [r for r in rows if not r["long_prefill_token_threshold"]]
+    plain = [r for r in rows if not r.variant.long_prefill_token_threshold]
     small, large = plain[0], plain[-1]
     text = (
         "A fixed token budget is not a fixed time budget: a chunk of the long prompt costs "
         "its tokens' linear work plus attention over everything before it, so late chunks "
-        f"stretch every step they share (the longest step: {dur(small['max_step_s'])} at "
-        f"{small['budget']:,} tokens, {dur(large['max_step_s'])} at {large['budget']:,}). "
-        f"The budget barely moves the long request's TTFT ({dur(small['long_ttft_s'])} vs "
-        f"{dur(large['long_ttft_s'])}): the attention work is the same however it is cut."
+        f"stretch every step they share (the longest step: {dur(small.max_step_s)} at "
+        f"{small.variant.budget:,} tokens, {dur(large.max_step_s)} at "
+        f"{large.variant.budget:,}). The budget barely moves the long request's TTFT "
+        f"({dur(small.long_ttft_s)} vs {dur(large.long_ttft_s)}): the attention work is the "
+        "same however it is cut."
     )
-    engine = next((r for r in rows if r["engine_default"]), None)
-    capped = next((r for r in rows if r["long_prefill_token_threshold"]), None)
+    engine = next((r for r in rows if r.engine_default), None)
+    capped = next((r for r in rows if r.variant.long_prefill_token_threshold), None)
     if engine is None or capped is None:
         return text
-    before, after = engine["with"], capped["with"]
-    cap = f"{capped['long_prefill_token_threshold']:,}"
-    if after["p99_ttft_ms"] < 0.5 * before["p99_ttft_ms"]:
+    before, after = engine.with_long, capped.with_long
+    cap = f"{capped.variant.long_prefill_token_threshold:,}"
+    if after.p99_ttft_ms < 0.5 * before.p99_ttft_ms:
         return text + (
             f" Capping one request's chunk at {cap} tokens (long_prefill_token_threshold) "
-            f"lets new prompts in beside it: their p99 TTFT {ms(before['p99_ttft_ms'])} → "
-            f"{ms(after['p99_ttft_ms'])}, paid for in decoding (p99 TPOT "
-            f"{ms(before['p99_tpot_ms'])} → {ms(after['p99_tpot_ms'])}) and in the long "
-            f"request's TTFT ({dur(engine['long_ttft_s'])} → {dur(capped['long_ttft_s'])})."
+            f"lets new prompts in beside it: their p99 TTFT {ms(before.p99_ttft_ms)} → "
+            f"{ms(after.p99_ttft_ms)}, paid for in decoding (p99 TPOT "
+            f"{ms(before.p99_tpot_ms)} → {ms(after.p99_tpot_ms)}) and in the long "
+            f"request's TTFT ({dur(engine.long_ttft_s)} → {dur(capped.long_ttft_s)})."
         )
     return text + (
         f" Capping one request's chunk at {cap} tokens (long_prefill_token_threshold) does "
-        f"not rescue the newcomers here (p99 TTFT {ms(after['p99_ttft_ms'])} against "
-        f"{ms(before['p99_ttft_ms'])}): beside the long chunks the GPUs have too little time "
+        f"not rescue the newcomers here (p99 TTFT {ms(after.p99_ttft_ms)} against "
+        f"{ms(before.p99_ttft_ms)}): beside the long chunks the GPUs have too little time "
         "left for this traffic, so its queue grows anyway."
     )
 
 
-def architecture_note(r: dict, base: dict | None) -> str:
-    kind = r["attention"]
-    kv = r["kv_bytes_sequence"]
-    ratio = f"{kv / base['kv_bytes_sequence']:.2f}× the KV of {base['model']}" if base else ""
-    share = pct(r["ttft_attention_share"])
+def architecture_note(r: Architecture, base: Architecture | None) -> str:
+    kind = r.attention
+    kv = r.kv_bytes_sequence
+    ratio = f"{kv / base.kv_bytes_sequence:.2f}× the KV of {base.model}" if base else ""
+    share = pct(r.ttft_attention_share)
     if "sparse" in kind:
         return (
             f"attention per query capped at top-k positions, but the indexer still scores "
@@ -118,34 +124,35 @@ def architecture_note(r: dict, base: dict | None) -> str:
     return f"{ratio or 'the reference'}; attention {share} of TTFT"
 
 
-def architecture_section(s: dict, plots: dict) -> list[str]:
-    arch = s["architectures"]
+def architecture_section(study: Study, plots: dict) -> list[str]:
+    arch = study.architectures
     if not arch:
         return []
-    base = next((r for r in arch if r.get("attention") == "full"), None)
+    answered = [r for r in arch if isinstance(r, Architecture)]
+    base = next((r for r in answered if r.attention == "full"), None)
     rows, errors = [], []
     for r in arch:
-        if "error" in r:
-            errors.append(f"- {r['model']}: {r['error']}")
+        if not isinstance(r, Architecture):
+            errors.append(f"- {r.model}: {r.error}")
             continue
         rows.append(
             (
-                r["model"],
-                r["attention"],
-                r["tp"],
-                f"{r['kv_bytes_per_token']:,}",
-                gib(r["kv_bytes_sequence"]),
-                gib(r["kv_bytes_sequence_per_gpu"]),
-                "yes" if r["fits"] else "no",
-                dur(r["ttft_s"]),
-                ms(r["decode_ms_per_token"]),
+                r.model,
+                r.attention,
+                r.tp,
+                f"{r.kv_bytes_per_token:,}",
+                gib(r.kv_bytes_sequence),
+                gib(r.kv_bytes_sequence_per_gpu),
+                "yes" if r.fits else "no",
+                dur(r.ttft_s),
+                ms(r.decode_ms_per_token),
                 architecture_note(r, base if r is not base else None),
             )
         )
     lines = [
         "## 5. What the architecture already does",
         "",
-        f"The same {s['prompt_tokens']:,}-token request on the same GPUs (each model at the "
+        f"The same {study.prompt_tokens:,}-token request on the same GPUs (each model at the "
         "largest tensor parallelism it allows up to the one given), alone:",
         "",
         md_table(
@@ -175,33 +182,33 @@ def architecture_section(s: dict, plots: dict) -> list[str]:
     return lines
 
 
-def remedy_section(s: dict) -> list[str]:
-    r = s["remedies"]
+def remedy_section(study: Study) -> list[str]:
+    r = study.remedies
     tp_rows = [
         (
-            x["tp"],
-            "yes" if x["fits"] else "no",
-            gib(x["kv_bytes_sequence_per_gpu"]),
-            tok(x["max_context_tokens"]),
-            dur(x["ttft_s"]),
-            ms(x["decode_ms_per_token"]),
+            x.tp,
+            "yes" if x.fits else "no",
+            gib(x.kv_bytes_sequence_per_gpu),
+            tok(x.max_context_tokens),
+            dur(x.ttft_s),
+            ms(x.decode_ms_per_token),
         )
-        for x in r["tensor_parallel"]
+        for x in r.tensor_parallel
     ]
     cp_rows = [
         (
-            x["cp"],
-            x["gpus"],
-            x["link"],
-            "yes" if x["fits"] else "no",
-            dur(x["ttft_s"]),
-            dur(x["ring_exposed_s"]),
-            gib(x["kv_bytes_sequence_per_gpu"]),
-            ms(x["decode_ms_per_token"]),
+            x.cp,
+            x.gpus,
+            x.link,
+            "yes" if x.fits else "no",
+            dur(x.ttft_s),
+            dur(x.ring_exposed_s),
+            gib(x.kv_bytes_sequence_per_gpu),
+            ms(x.decode_ms_per_token),
         )
-        for x in r["prefill_context_parallel"]
+        for x in r.prefill_context_parallel
     ]
-    f, d = r["fp8_kv"], r["disaggregated"]
+    f, d = r.fp8_kv, r.disaggregated
     lines = [
         "## 6. Remedies",
         "",
@@ -219,32 +226,32 @@ def remedy_section(s: dict) -> list[str]:
         ),
         "",
     ]
-    if r["decode_context_parallel"]:
-        x = r["decode_context_parallel"]
+    if r.decode_context_parallel:
+        x = r.decode_context_parallel
         lines += [
-            f"**Decode context parallelism** (vLLM --decode-context-parallel-size {x['dcp']}, "
-            f"SGLang --dcp-size): {x['why']}; sharding them instead leaves "
-            f"{gib(x['kv_bytes_sequence_per_gpu'])} per GPU (fits: "
-            f"{'yes' if x['fits'] else 'no'}; longest {tok(x['max_context_tokens'])}), decode "
-            f"{ms(x['decode_ms_per_token'])}, on the same GPUs.",
+            f"**Decode context parallelism** (vLLM --decode-context-parallel-size {x.dcp}, "
+            f"SGLang --dcp-size): {x.why}; sharding them instead leaves "
+            f"{gib(x.kv_bytes_sequence_per_gpu)} per GPU (fits: "
+            f"{'yes' if x.fits else 'no'}; longest {tok(x.max_context_tokens)}), decode "
+            f"{ms(x.decode_ms_per_token)}, on the same GPUs.",
             "",
         ]
     lines += [
-        f"**FP8 KV** (kv_cache_dtype=fp8): {gib(f['kv_bytes_sequence_per_gpu'])} per GPU, "
-        f"longest context {tok(f['max_context_tokens'])}; TTFT {dur(f['ttft_s'])}, decode "
-        f"{ms(f['decode_ms_per_token'])} (priced with this GPU's fp8 attention kernels).",
+        f"**FP8 KV** (kv_cache_dtype=fp8): {gib(f.kv_bytes_sequence_per_gpu)} per GPU, "
+        f"longest context {tok(f.max_context_tokens)}; TTFT {dur(f.ttft_s)}, decode "
+        f"{ms(f.decode_ms_per_token)} (priced with this GPU's fp8 attention kernels).",
         "",
     ]
-    if r["prefill_budget"]:
-        tpot = min(r["prefill_budget"], key=lambda x: x["cotenant_p99_tpot_ms"] or 0)
-        ttft = min(r["prefill_budget"], key=lambda x: x["cotenant_p99_ttft_ms"] or 0)
-        worst = max(x["cotenant_p99_ttft_ms"] or 0 for x in r["prefill_budget"])
+    if r.prefill_budget:
+        tpot = min(r.prefill_budget, key=lambda x: x.cotenant_p99_tpot_ms or 0)
+        ttft = min(r.prefill_budget, key=lambda x: x.cotenant_p99_ttft_ms or 0)
+        worst = max(x.cotenant_p99_ttft_ms or 0 for x in r.prefill_budget)
         text = (
             f"**The prefill budget** (section 4): the co-tenants' p99 TPOT is lowest at "
-            f"{budget_label(tpot)} ({ms(tpot['cotenant_p99_tpot_ms'])}, long TTFT "
-            f"{dur(tpot['long_ttft_s'])}); "
+            f"{budget_label(tpot)} ({ms(tpot.cotenant_p99_tpot_ms)}, long TTFT "
+            f"{dur(tpot.long_ttft_s)}); "
         )
-        if ttft["cotenant_p99_ttft_ms"] > 0.8 * worst:
+        if ttft.cotenant_p99_ttft_ms > 0.8 * worst:
             text += (
                 f"their p99 TTFT stays near {ms(worst)} whatever the setting. No budget "
                 "removes the stall: only more GPUs, or a prefill instance of the long "
@@ -252,34 +259,32 @@ def remedy_section(s: dict) -> list[str]:
             )
         else:
             text += (
-                f"their p99 TTFT at {budget_label(ttft)} ({ms(ttft['cotenant_p99_ttft_ms'])},"
-                f" long TTFT {dur(ttft['long_ttft_s'])}). No setting protects both: the long "
+                f"their p99 TTFT at {budget_label(ttft)} ({ms(ttft.cotenant_p99_ttft_ms)},"
+                f" long TTFT {dur(ttft.long_ttft_s)}). No setting protects both: the long "
                 "prefill's work has to share the GPUs with someone."
             )
         lines += [text, ""]
     lines += [
-        f"**A separate prefill pool** ({d['how']}): the long prefill runs on its own "
-        f"{d['prefill_gpus']} GPUs, then each GPU's KV shard crosses the network in "
-        f"{dur(d['kv_transfer_s'])} ({dur(d['kv_transfer_layerwise_exposed_s'])} exposed where "
-        f"it is sent layer by layer): TTFT {dur(d['ttft_s'])}; the co-tenants decode in their "
+        f"**A separate prefill pool** ({d.how}): the long prefill runs on its own "
+        f"{d.prefill_gpus} GPUs, then each GPU's KV shard crosses the network in "
+        f"{dur(d.kv_transfer_s)} ({dur(d.kv_transfer_layerwise_exposed_s)} exposed where "
+        f"it is sent layer by layer): TTFT {dur(d.ttft_s)}; the co-tenants decode in their "
         f"own pool, beside only the long request's decode (p99 TPOT about "
-        f"{ms(d['cotenant_p99_tpot_ms'])}); their prompts still need a prefill instance the "
+        f"{ms(d.cotenant_p99_tpot_ms)}); their prompts still need a prefill instance the "
         "long one does not hold (a pool of two or more)."
-        if d["supported"]
-        else f"**A separate prefill pool**: {d['how']}.",
+        if d.supported
+        else f"**A separate prefill pool**: {d.how}.",
         "",
     ]
     return lines
 
 
-def budget_label(row: dict) -> str:
-    cap = row["long_prefill_token_threshold"]
-    return f"a budget of {row['budget']:,}" + (
-        f" with a {cap:,}-token cap per request" if cap else ""
-    )
+def budget_label(row: BudgetChoice) -> str:
+    cap = row.long_prefill_token_threshold
+    return f"a budget of {row.budget:,}" + (f" with a {cap:,}-token cap per request" if cap else "")
 
 
-def how_section(s: dict) -> list[str]:
+def how_section(study: Study) -> list[str]:
     return [
         "## How these numbers were computed",
         "",
@@ -293,5 +298,5 @@ def how_section(s: dict) -> list[str]:
         "refuse a request whose real (windowed) KV fits, the run's pool is enlarged to hold "
         "it. Context parallelism and the separate prefill pool are priced from the same "
         "components (not simulated step by step).",
-        f"- Wall time of this scenario: {s['wall_time_s']:.1f} s.",
+        f"- Wall time of this scenario: {study.wall_time_s:.1f} s.",
     ]

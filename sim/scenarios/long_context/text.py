@@ -1,11 +1,12 @@
 """scenario=long_context's report.md: the four breaks, one sentence each, then the evidence.
 
-Every figure in the text is read from the summary the run produced."""
+Every figure in the text is read from the study the run produced."""
 
 from __future__ import annotations
 
 from sim.kv.memory import GIB
 from sim.report.figures import md_table
+from sim.scenarios.long_context.study import Study
 
 PARTS = ("linear", "attention", "communication", "overhead")
 
@@ -45,82 +46,84 @@ def pct(x: float) -> str:
 
 
 # ---- the four breaks -----------------------------------------------------------------------
-def memory_sentence(s: dict) -> str:
-    n, gpus = s["prompt_tokens"], f"{s['hardware']} at {s['given_parallel']}"
+def memory_sentence(study: Study) -> str:
+    m = study.memory
+    n, gpus = study.prompt_tokens, f"{study.hardware} at {m.given_parallel}"
     head = (
-        f"One {n:,}-token sequence holds {gib(s['kv_bytes_sequence'])} of KV cache "
-        f"({s['kv_bytes_per_token']:,} bytes per token at the model's dtype); on {gpus} that is "
-        f"{gib(s['kv_bytes_sequence_per_gpu'])} per GPU beside {gib(s['weights_bytes_per_gpu'])} "
+        f"One {n:,}-token sequence holds {gib(m.kv_bytes_sequence)} of KV cache "
+        f"({m.kv_bytes_per_token:,} bytes per token at the model's dtype); on {gpus} that is "
+        f"{gib(m.kv_bytes_sequence_per_gpu)} per GPU beside {gib(m.weights_bytes_per_gpu)} "
         f"of weights, "
     )
-    if s["fits"]:
+    if m.fits:
         return head + (
-            f"within the {gib(s['kv_pool_bytes_per_gpu'])} the engine's memory plan leaves for "
-            f"KV: it fits, up to {tok(s['max_context_tokens'])} tokens "
-            f"({tok(s['max_context_tokens_fp8_kv'])} with FP8 KV)."
+            f"within the {gib(m.kv_pool_bytes_per_gpu)} the engine's memory plan leaves for "
+            f"KV: it fits, up to {tok(m.max_context_tokens)} tokens "
+            f"({tok(m.max_context_tokens_fp8_kv)} with FP8 KV)."
         )
     where = (
-        f"The smallest configuration that holds it is {s['min_fit_parallel']} "
-        f"({s['min_gpus_to_fit']} GPUs), where the rest of this report is simulated."
-        if s["min_gpus_to_fit"]
+        f"The smallest configuration that holds it is {m.min_fit_parallel} "
+        f"({m.min_gpus_to_fit} GPUs), where the rest of this report is simulated."
+        if m.min_gpus_to_fit
         else "No configuration up to 8-way tensor parallelism (with pipeline stages) holds it; "
         "the times below are what it would take were memory no object."
     )
-    pool = s["kv_pool_bytes_per_gpu"]
+    pool = m.kv_pool_bytes_per_gpu
     if pool:
         short = (
             f"more than the {gib(pool)} the memory plan leaves: it does not fit (the longest "
-            f"that fits is {tok(s['max_context_tokens'])} tokens)"
+            f"that fits is {tok(m.max_context_tokens)} tokens)"
         )
     else:
-        short = f"and the weights alone do not fit ({s['why_not']})"
+        short = f"and the weights alone do not fit ({m.why_not})"
     return head + f"{short}. {where}"
 
 
-def ttft_sentence(s: dict) -> str:
-    b, total = s["ttft_breakdown_s"], s["ttft_s"]
-    verb = "comes" if s["simulated"] else "would come"
+def ttft_sentence(study: Study) -> str:
+    b, total = study.prefill.breakdown(), study.ttft_s
+    verb = "comes" if study.simulated else "would come"
     return (
         f"Alone, its first token {verb} after {dur(total)}; {pct(b['attention'] / total)} of "
         f"it, {dur(b['attention'])}, is attention, which grows with the square of the "
         f"prompt, against {dur(b['linear'])} for the linear layers, which grow with its length "
         f"(communication {dur(b['communication'])}, overhead {dur(b['overhead'])}); attention "
-        f"FLOPs overtake the linear layers' from {tok(s['flops_crossover_tokens'])} tokens."
+        f"FLOPs overtake the linear layers' from {tok(study.flops_crossover_tokens)} tokens."
     )
 
 
-def decode_sentence(s: dict) -> str:
-    d = s["decode"]
-    bound = "the KV cache" if d["kv_ms"] > d["weights_ms"] else "the weights"
+def decode_sentence(study: Study) -> str:
+    d = study.decode
+    bound = "the KV cache" if d.kv_ms > d.weights_ms else "the weights"
     return (
-        f"Each further token then takes {ms(s['decode_ms_per_token'])}: "
-        f"{pct(d['kv_ms'] / d['total_ms'])} of a step reads the sequence's "
-        f"{gib(d['kv_bytes_per_gpu'])} of KV per GPU and {pct(d['weights_ms'] / d['total_ms'])} "
-        f"reads {gib(d['weights_bytes_per_gpu'])} of weights: decode at this context is bound "
+        f"Each further token then takes {ms(study.decode_ms_per_token)}: "
+        f"{pct(d.kv_ms / d.total_ms)} of a step reads the sequence's "
+        f"{gib(d.kv_bytes_per_gpu)} of KV per GPU and {pct(d.weights_ms / d.total_ms)} "
+        f"reads {gib(d.weights_bytes_per_gpu)} of weights: decode at this context is bound "
         f"by {bound}."
     )
 
 
-def cotenant_sentence(s: dict) -> str:
-    p = s["prefill"]
-    ratio = p["last_chunk_s"] / p["first_chunk_s"]
+def cotenant_sentence(study: Study) -> str:
+    p = study.prefill
+    ratio = p.last_chunk_s / p.first_chunk_s
     chunk = (
-        f"While it prefills, every step carries a {p['chunk_tokens']:,}-token chunk of it whose "
-        f"attention reads the whole prefix: the last chunk takes {dur(p['last_chunk_s'])} "
-        f"against {dur(p['first_chunk_s'])} for the first, {ratio:.0f}× for the same token "
+        f"While it prefills, every step carries a {p.budget:,}-token chunk of it whose "
+        f"attention reads the whole prefix: the last chunk takes {dur(p.last_chunk_s)} "
+        f"against {dur(p.first_chunk_s)} for the first, {ratio:.0f}× for the same token "
         f"budget. "
     )
-    if not s["simulated"]:
+    if not study.simulated:
         return chunk + "Nothing was simulated around it: no configuration holds it."
-    if "cotenant" not in s:
+    if study.traffic is None:
         return chunk + "No traffic was simulated around it (long_context.background=false)."
-    w, wo = s["cotenant"]["with"], s["cotenant"]["without"]
+    own = study.traffic.engine_run
+    w, wo = own.with_long, own.without_long
     text = chunk + (
-        f"The {w['num_requests']:,} requests that arrive meanwhile see p99 TPOT "
-        f"{ms(wo['p99_tpot_ms'])} → {ms(w['p99_tpot_ms'])} and p99 TTFT "
-        f"{ms(wo['p99_ttft_ms'])} → {ms(w['p99_ttft_ms'])}"
+        f"The {w.num_requests:,} requests that arrive meanwhile see p99 TPOT "
+        f"{ms(wo.p99_tpot_ms)} → {ms(w.p99_tpot_ms)} and p99 TTFT "
+        f"{ms(wo.p99_ttft_ms)} → {ms(w.p99_ttft_ms)}"
     )
-    if w["p99_ttft_ms"] > 10 * max(wo["p99_ttft_ms"], 1e-9):
+    if w.p99_ttft_ms > 10 * max(wo.p99_ttft_ms, 1e-9):
         text += (
             ": new prompts wait for the whole long prefill, which takes the step's entire "
             "token budget"
@@ -129,41 +132,43 @@ def cotenant_sentence(s: dict) -> str:
 
 
 # ---- the report ----------------------------------------------------------------------------
-def memory_section(s: dict) -> list[str]:
-    kinds = ", ".join(f"{k} {v:,} B" for k, v in s["kv_bytes_per_token_by_kind"].items())
+def memory_section(study: Study) -> list[str]:
+    m = study.memory
+    kinds = ", ".join(f"{k} {v:,} B" for k, v in m.kv_bytes_per_token_by_kind.items())
     rows = [
-        ("KV per token (all layers)", f"{s['kv_bytes_per_token']:,} B ({kinds})"),
-        ("KV per token, FP8 KV", f"{s['kv_bytes_per_token_fp8']:,} B"),
-        ("KV of the sequence", gib(s["kv_bytes_sequence"])),
-        ("KV of the sequence, FP8 KV", gib(s["kv_bytes_sequence_fp8"])),
-        ("KV per GPU (prompt + output)", gib(s["kv_bytes_sequence_per_gpu"])),
-        ("weights per GPU", gib(s["weights_bytes_per_gpu"])),
-        ("activations of a prefill chunk (profile run)", gib(s["activation_bytes_per_gpu"])),
-        ("KV pool the memory plan leaves per GPU", gib(s["kv_pool_bytes_per_gpu"])),
-        ("fits", "yes" if s["fits"] else "no"),
-        ("fits with FP8 KV", "yes" if s["fits_fp8_kv"] else "no"),
-        ("longest context that fits (max_context_tokens)", tok(s["max_context_tokens"])),
-        ("... with FP8 KV", tok(s["max_context_tokens_fp8_kv"])),
-        ("smallest configuration that fits", s["min_fit_parallel"] or "none"),
+        ("KV per token (all layers)", f"{m.kv_bytes_per_token:,} B ({kinds})"),
+        ("KV per token, FP8 KV", f"{m.kv_bytes_per_token_fp8:,} B"),
+        ("KV of the sequence", gib(m.kv_bytes_sequence)),
+        ("KV of the sequence, FP8 KV", gib(m.kv_bytes_sequence_fp8)),
+        ("KV per GPU (prompt + output)", gib(m.kv_bytes_sequence_per_gpu)),
+        ("weights per GPU", gib(m.weights_bytes_per_gpu)),
+        ("activations of a prefill chunk (profile run)", gib(m.activation_bytes_per_gpu)),
+        ("KV pool the memory plan leaves per GPU", gib(m.kv_pool_bytes_per_gpu)),
+        ("fits", "yes" if m.fits else "no"),
+        ("fits with FP8 KV", "yes" if m.fits_fp8_kv else "no"),
+        ("longest context that fits (max_context_tokens)", tok(m.max_context_tokens)),
+        ("... with FP8 KV", tok(m.max_context_tokens_fp8_kv)),
+        ("smallest configuration that fits", m.min_fit_parallel or "none"),
     ]
     return ["## 1. Memory", "", md_table(rows, ("", "")), ""]
 
 
-def prefill_section(s: dict, plots: dict) -> list[str]:
-    b, total, p = s["ttft_breakdown_s"], s["ttft_s"], s["prefill"]
+def prefill_section(study: Study, plots: dict) -> list[str]:
+    p, total = study.prefill, study.ttft_s
+    b = p.breakdown()
     rows = [(part, dur(b[part]), pct(b[part] / total)) for part in PARTS]
     lines = [
         "## 2. Prefill = time to first token",
         "",
-        f"Simulated at {s['simulated_parallel']} with chunked prefill: {p['num_chunks']} chunks "
-        f"of {p['chunk_tokens']:,} tokens; the engine's TTFT for the request alone is "
-        f"{dur(total)} (the chunk-by-chunk walk below sums to {dur(p['walk_ttft_s'])}).",
+        f"Simulated at {study.at.parallel} with chunked prefill: {p.num_chunks} chunks "
+        f"of {p.budget:,} tokens; the engine's TTFT for the request alone is "
+        f"{dur(total)} (the chunk-by-chunk walk below sums to {dur(p.total_s)}).",
         "",
         md_table(rows, ("part", "seconds", "share")),
         "",
-        f"Attention FLOPs equal the linear layers' at {tok(s['flops_crossover_tokens'])} "
+        f"Attention FLOPs equal the linear layers' at {tok(study.flops_crossover_tokens)} "
         f"tokens; in time (measured kernel efficiencies) attention leads from "
-        f"{tok(s['time_crossover_tokens'])} tokens.",
+        f"{tok(study.time_crossover_tokens)} tokens.",
         "",
     ]
     if plots.get("scaling"):
@@ -171,23 +176,23 @@ def prefill_section(s: dict, plots: dict) -> list[str]:
     return lines
 
 
-def decode_section(s: dict) -> list[str]:
-    d = s["decode"]
+def decode_section(study: Study) -> list[str]:
+    d = study.decode
     rows = [
         (
             "weights read (GEMMs, experts, LM head)",
-            ms(d["weights_ms"]),
-            gib(d["weights_bytes_per_gpu"]),
+            ms(d.weights_ms),
+            gib(d.weights_bytes_per_gpu),
         ),
-        ("KV read (attention)", ms(d["kv_ms"]), gib(d["kv_bytes_per_gpu"])),
-        ("all-reduce, norms, launches, CPU", ms(d["other_ms"]), ""),
-        ("one step alone", ms(d["total_ms"]), ""),
+        ("KV read (attention)", ms(d.kv_ms), gib(d.kv_bytes_per_gpu)),
+        ("all-reduce, norms, launches, CPU", ms(d.other_ms), ""),
+        ("one step alone", ms(d.total_ms), ""),
     ]
     return [
         "## 3. Decode",
         "",
-        f"One decode step of the request alone at {d['context']:,} tokens of context; the "
-        f"engine's TPOT over its {s['output_tokens']} tokens: {ms(s['decode_ms_per_token'])}.",
+        f"One decode step of the request alone at {d.context:,} tokens of context; the "
+        f"engine's TPOT over its {study.output_tokens} tokens: {ms(study.decode_ms_per_token)}.",
         "",
         md_table(rows, ("part", "time", "bytes per GPU")),
         "",

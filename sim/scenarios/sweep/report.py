@@ -23,30 +23,14 @@ import numpy as np
 import pandas as pd
 
 from sim.report.figures import md_table as _md
+from sim.report.figures import plain_formatter, plain_ticks, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json
+from sim.scenarios.sweep.table import fmt_value, label, split_columns
 
-LOAD_KEYS = ("rate", "concurrency")
 UNITS = {"prefix_cache_hit_rate": "", "mean_ttft_ms": "ms", "output_throughput": "tok/s"}
 LATENCY = ("ttft", "tpot", "itl")
 NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
-
-
-def split_columns(frame: pd.DataFrame) -> tuple[str | None, list[str]]:
-    """(the load column or None, the setting columns) of a sweep table."""
-    swept = list(frame.attrs.get("swept", []))
-    load = next((k for k in LOAD_KEYS if k in swept), None)
-    return load, [k for k in swept if k != load]
-
-
-def label(row, settings: list[str]) -> str:
-    return ", ".join(f"{k}={_fmt_value(row[k])}" for k in settings) or "(one setting)"
-
-
-def _fmt_value(v) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return "null" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
 def _settings_key(frame: pd.DataFrame, settings: list[str]) -> pd.Series:
@@ -119,7 +103,7 @@ def recommend(
     gap = (a.loc[common, metric] - b.loc[common, metric]).astype(float)
     at = gap.idxmax() if len(gap) else a.index[0]
     ra, rb = a.loc[at], b.loc[at]
-    where = f"at {load} {_fmt_value(at)}" if load else "in the run"
+    where = f"at {load} {fmt_value(at)}" if load else "in the run"
     slo = frame.attrs.get("slo", {})
     within = (
         " within " + " and ".join(f"{NAMES[m]} <= {t:g} ms" for m, t in slo.items())
@@ -188,8 +172,6 @@ def _plain(v):
 
 
 def plot_pareto(frame: pd.DataFrame, load: str | None, settings: list[str], path: Path) -> str:
-    from sim.report.figures import plt, save_png
-
     loads = sorted(frame[load].unique()) if load else [None]
     cols = 2 if len(loads) == 4 else min(len(loads), 3)
     rows = math.ceil(len(loads) / cols)
@@ -215,7 +197,7 @@ def plot_pareto(frame: pd.DataFrame, load: str | None, settings: list[str], path
         ax.plot(x[keep][order], y[keep][order], color="black", lw=1, ls="--", alpha=0.7)
         names: dict[tuple, list[str]] = {}  # settings with the very same point share a label
         for xi, yi, (_, r) in zip(x[keep], y[keep], df[keep].iterrows(), strict=True):
-            names.setdefault((xi, yi), []).append("/".join(_fmt_value(r[k]) for k in settings))
+            names.setdefault((xi, yi), []).append("/".join(fmt_value(r[k]) for k in settings))
         for (xi, yi), same in names.items():
             ax.annotate(" = ".join(same), (xi, yi), fontsize=7, alpha=0.8, xytext=(3, 3),
                         textcoords="offset points")  # fmt: skip
@@ -226,10 +208,10 @@ def plot_pareto(frame: pd.DataFrame, load: str | None, settings: list[str], path
             ax.axvline(slo["tpot"], color="red", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _plain_ticks(ax)
+        plain_ticks(ax)
         ax.set_xlabel("p99 TPOT (ms)")
         ax.set_ylabel("p99 TTFT (ms)")
-        ax.set_title(f"{load} = {_fmt_value(value)}" if load else "all runs", fontsize=10)
+        ax.set_title(f"{load} = {fmt_value(value)}" if load else "all runs", fontsize=10)
         ax.grid(alpha=0.3, which="both")
     for ax in list(axes.flat)[len(loads) :]:
         ax.axis("off")
@@ -258,8 +240,6 @@ def plot_goodput(
     frame: pd.DataFrame, load: str | None, settings: list[str], path: Path, metric: str = ""
 ) -> str:
     """A metric (default: goodput, else throughput) against the first setting, per load."""
-    from sim.report.figures import plt, save_png
-
     metric = metric or ("request_goodput" if "request_goodput" in frame else "request_throughput")
     unit = UNITS.get(metric, "req/s")
     x_key, others = settings[0], settings[1:]
@@ -274,11 +254,11 @@ def plot_goodput(
         if _numeric(df[x_key]) and df[x_key].min() > 0 and df[x_key].max() / df[x_key].min() > 8:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(df[x_key].unique()))
-            ax.xaxis.set_major_formatter(_plain_formatter())
+            ax.xaxis.set_major_formatter(plain_formatter())
             ax.tick_params(axis="x", labelrotation=45, labelsize=7)
         ax.set_xlabel(x_key)
         ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-        ax.set_title(f"{load} = {_fmt_value(value)}" if load else "", fontsize=10)
+        ax.set_title(f"{load} = {fmt_value(value)}" if load else "", fontsize=10)
         if load and unit == "req/s":
             ax.axhline(float(value), color="grey", lw=0.8, ls=":")  # offered load
         ax.grid(alpha=0.3)
@@ -288,24 +268,6 @@ def plot_goodput(
     fig.suptitle(f"{metric} per setting" + (" (dotted: offered load)" if offered else ""))
     fig.tight_layout()
     return save_png(fig, path)
-
-
-def _plain_formatter():
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
-
-
-def _plain_ticks(ax) -> None:
-    """Log axes labelled 20, 50, 100 rather than 2 x 10^1."""
-    from matplotlib.ticker import LogLocator, NullFormatter
-
-    for axis in (ax.xaxis, ax.yaxis):
-        if axis.get_scale() != "log":
-            continue
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(_plain_formatter())
-        axis.set_minor_formatter(NullFormatter())
 
 
 def _numeric(s: pd.Series) -> bool:
@@ -330,14 +292,14 @@ def tradeoff_tables(frame: pd.DataFrame, load: str | None, settings: list[str]) 
         df = frame if load is None else frame[frame[load] == value]
         rows = []
         for _, r in df.iterrows():
-            row = [_fmt_value(r[k]) for k in settings]
+            row = [fmt_value(r[k]) for k in settings]
             for m in LATENCY:
                 row += [_num(r.get(f"median_{m}_ms")), _num(r.get(f"p99_{m}_ms"))]
             row.append(_num(r.get("request_throughput"), 2))
             if goodput:
                 row += [_num(r.get("request_goodput"), 2), f"{_num(r.get('slo_met_pct'))}%"]
             rows.append(row)
-        title = f"### {load} = {_fmt_value(value)} req/s\n\n" if load else ""
+        title = f"### {load} = {fmt_value(value)} req/s\n\n" if load else ""
         out.append(title + _md(rows, header))
     return "\n\n".join(out)
 
@@ -352,7 +314,7 @@ def capacity_table(frame: pd.DataFrame, settings: list[str]) -> str:
     ]
     df = frame.sort_values("capacity_rate_per_gpu", ascending=False, kind="stable")
     rows = [
-        [*(_fmt_value(r[k]) for k in settings), *(_num(r.get(c), d) for c, _, d in cols)]
+        [*(fmt_value(r[k]) for k in settings), *(_num(r.get(c), d) for c, _, d in cols)]
         for _, r in df.iterrows()
     ]
     return _md(rows, [*settings, *(h for _, h, _ in cols)])

@@ -2,29 +2,55 @@
 
 `python -m sim -m KEY=a,b,c ... hydra.sweep.dir=DIR` runs each point in DIR/<job number>/ (with
 the joblib launcher on every core, or the Ray launcher on a cluster); Hydra then calls
-SweepTable.on_multirun_end in the launching process, which reads every run's
-.hydra/overrides.yaml and summary.json and writes DIR/sweep.parquet and DIR/sweep.csv:
+SweepTable.on_multirun_end (sim/scenarios/sweep/callback.py) in the launching process, which
+reads every run's .hydra/overrides.yaml and summary.json and writes DIR/sweep.parquet and
+DIR/sweep.csv:
 
     the swept settings, by their own names (`max_num_batched_tokens`, `rate`; the dotted key
     where two share a name), then the summary's scalar metrics (`p99_ttft_ms`, ...), then
     `run_dir`.
 
 A run whose dir already holds a summary.json of the same configuration is not simulated again
-(sim/__main__.py), so an interrupted sweep resumes where it stopped and the table still has
-every row.
+(sim/scenarios/runner.py), so an interrupted sweep resumes where it stopped and the table
+still has every row.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import yaml
-from hydra.experimental.callback import Callback
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from sim.cli import params_not_given, to_sim_config
+from sim.errors import UserError
 from sim.run.outputs import atomic_write
+from sim.run.setup import Setup
+
+LOAD_KEYS = ("rate", "concurrency")  # the load of a sweep, when swept; the rest are settings
+
+
+def split_columns(frame: pd.DataFrame) -> tuple[str | None, list[str]]:
+    """(the load column or None, the setting columns) of a sweep table."""
+    swept = list(frame.attrs.get("swept", []))
+    load = next((k for k in LOAD_KEYS if k in swept), None)
+    return load, [k for k in swept if k != load]
+
+
+def label(row, settings: list[str]) -> str:
+    """One setting's name in the report: `budget=512, cap=0`."""
+    return ", ".join(f"{k}={fmt_value(row[k])}" for k in settings) or "(one setting)"
+
+
+def fmt_value(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return "null" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
 def _overrides(run_dir: Path) -> dict[str, str]:
@@ -112,10 +138,6 @@ def sweep_size(overrides: list[str], params: dict | None = None) -> int:
     """Runs a basic sweep makes of these command-line overrides and the config's
     hydra.sweeper.params (a scenario's own sweep; the command line wins for a key it sets):
     the product of each swept key's number of values."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from sim.cli import params_not_given
-
     parsed = OverridesParser.create().parse_overrides(overrides)
     extra = params_not_given(parsed, params or {})
     size = 1
@@ -143,37 +165,6 @@ def progress_line(sweep_dir: Path, now: float) -> str | None:
     return line
 
 
-class SweepTable(Callback):
-    """Hydra callback (scenarios/config.yaml, hydra.callbacks): the sweep's size at the start
-    (for each run's progress line), the sweep table at the end."""
-
-    def on_multirun_start(self, config, **kwargs) -> None:
-        import time
-
-        sweep_dir = Path(config.hydra.sweep.dir)
-        params = config.hydra.sweeper.get("params") or {}
-        total = sweep_size(
-            list(config.hydra.overrides.task), {k: str(v) for k, v in params.items()}
-        )
-        info = {"total": total, "started_at": time.time()}
-        atomic_write(sweep_dir / PROGRESS, lambda tmp: tmp.write_text(json.dumps(info)))
-
-    def on_multirun_end(self, config, **kwargs) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        if not sweep_dir.is_dir():
-            return
-        from sim.scenarios.sweep.report import write_sweep_report
-
-        frame = write_sweep_table(sweep_dir)
-        missing = frame.attrs["unfinished"]
-        note = f"; unfinished: {', '.join(missing)}" if missing else ""
-        print(f"sweep: {len(frame)} runs in {sweep_dir}/sweep.parquet and sweep.csv{note}")
-        report = write_sweep_report(sweep_dir, frame, engine_default_label(config, frame))
-        if rec := report.get("recommendation"):
-            print(f"sweep: {rec['sentence']}")
-        print(f"sweep: report in {sweep_dir}/report.md")
-
-
 DONE = "done.json"  # the configuration a finished run ran, written after all its outputs
 
 
@@ -197,14 +188,8 @@ def mark_finished(run_dir: Path, config: dict) -> None:
 
 
 def engine_default_label(config, frame: pd.DataFrame) -> str | None:
-    """The label (sim/sweep_report.label) of the engine's own values of the swept engine
-    arguments on this configuration, when every swept setting is an engine argument."""
-    from dataclasses import replace
-
-    from sim.cli import to_sim_config
-    from sim.errors import UserError
-    from sim.scenarios.sweep.report import label, split_columns
-
+    """The label (see label()) of the engine's own values of the swept engine arguments on
+    this configuration, when every swept setting is an engine argument."""
     _, settings = split_columns(frame)
     keys = frame.attrs.get("keys", {})
     if not settings or not all(keys[s].startswith("engine_args.") for s in settings):
@@ -212,8 +197,6 @@ def engine_default_label(config, frame: pd.DataFrame) -> str | None:
     try:
         cfg = to_sim_config(config)
         args = dict(cfg.engine_args) | {s: None for s in settings}
-        from sim.run.setup import Setup
-
         setup = Setup.from_config(replace(cfg, engine_args=args))
     except (UserError, KeyError, ValueError):
         return None

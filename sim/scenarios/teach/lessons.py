@@ -19,18 +19,16 @@ Lessons (teach.lesson):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from sim.config import SimConfig
-from sim.errors import UserError
-from sim.run.phases import phase_totals
 from sim.run.setup import Setup
-from sim.run.simulate import simulate
 from sim.run.summary import RunResult
+from sim.scenarios.long_context.runs import with_long_request
+from sim.scenarios.teach import verdicts
 from sim.workload.generate import Workload, generate
 
 
@@ -55,187 +53,8 @@ def args(cfg: SimConfig, **changes) -> SimConfig:
     return replace(cfg, engine_args=dict(cfg.engine_args) | changes)
 
 
-def makespan(r: RunResult) -> float:
-    """From the first arrival to the last finish (s)."""
-    q = r.requests
-    return float(q["finish_s"].max() - q["arrival_s"].min())
-
-
-def time_mean_batch(r: RunResult) -> float:
-    """Requests in the batch, averaged over time (each step weighted by its duration)."""
-    s = r.steps
-    return float(np.average(s["batch_size"], weights=s["duration_s"])) if len(s) else 0.0
-
-
-def max_itl_ms(r: RunResult) -> float:
-    gaps, _ = r.itl
-    return float(gaps.max()) * 1e3 if len(gaps) else 0.0
-
-
-def prefill_tokens(r: RunResult) -> int:
-    return int(r.steps["prefill_tokens"].sum())
-
-
-# ---- the lessons -------------------------------------------------------------------------------
-def _static_vs_continuous(rs):
-    st, co = rs
-    a, b = makespan(st), makespan(co)
-    sentence = (
-        f"Continuous batching finished the same {len(co.requests)} requests in {b / a:.0%} of "
-        f"the time static batching took ({b:.1f} s against {a:.1f} s): a slot freed by a "
-        f"finished request is refilled at the next step, so the batch stays full (mean batch "
-        f"size {time_mean_batch(co):.0f} against {time_mean_batch(st):.0f})."
-    )
-    rows = [
-        ("all requests done (s)", f"{a:.2f}", f"{b:.2f}"),
-        ("mean batch size (time-weighted)", f"{time_mean_batch(st):.1f}",
-         f"{time_mean_batch(co):.1f}"),
-        ("output tokens / s", f"{st.summary['output_throughput']:,.0f}",
-         f"{co.summary['output_throughput']:,.0f}"),
-        ("mean TTFT (ms)", f"{st.summary['mean_ttft_ms']:,.0f}",
-         f"{co.summary['mean_ttft_ms']:,.0f}"),
-        ("request time spent done but held for the batch", f"{_phase_share(st, 'held'):.0%}",
-         f"{_phase_share(co, 'held'):.0%}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
-def _phase_share(r: RunResult, phase: str) -> float:
-    p = r.phases
-    total = float((p["end_s"] - p["start_s"]).sum())
-    part = p[p["phase"] == phase]
-    return float((part["end_s"] - part["start_s"]).sum()) / total if total else 0.0
-
-
-def _long_ids(r: RunResult, threshold: int) -> np.ndarray:
-    return r.requests["prompt_tokens"].to_numpy() >= threshold
-
-
-def _chunked(rs):
-    whole, chunk = rs
-    longs = _long_ids(whole, 4096)
-    lt = [float(r.requests.loc[longs, "ttft_s"].mean()) * 1e3 for r in rs]
-    budget = [r.setup.settings.max_num_batched_tokens for r in rs]
-    n_long = int(longs.sum())
-    plen = int(whole.requests.loc[longs, "prompt_tokens"].max())
-    sentence = (
-        f"Computed in one step, a {plen:,}-token prompt stalls every request that is decoding: "
-        f"the longest gap between two of their tokens was {max_itl_ms(whole):,.0f} ms; cut into "
-        f"{budget[1]:,}-token chunks beside the decodes it was {max_itl_ms(chunk):,.0f} ms, "
-        f"while the {n_long} long prompts' mean TTFT went from {lt[0]:,.0f} to {lt[1]:,.0f} ms."
-    )
-    rows = [
-        ("token budget per step", f"{budget[0]:,}", f"{budget[1]:,}"),
-        ("longest gap between two tokens (ms)", f"{max_itl_ms(whole):,.1f}",
-         f"{max_itl_ms(chunk):,.1f}"),
-        ("p99 inter-token latency (ms)", f"{whole.summary['p99_itl_ms']:.1f}",
-         f"{chunk.summary['p99_itl_ms']:.1f}"),
-        ("long prompts' mean TTFT (ms)", f"{lt[0]:,.0f}", f"{lt[1]:,.0f}"),
-        ("longest step (ms)", f"{whole.steps['duration_s'].max() * 1e3:,.1f}",
-         f"{chunk.steps['duration_s'].max() * 1e3:,.1f}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
-def _preemption(rs):
-    small, big = rs
-    prompt = int(small.requests["prompt_tokens"].sum())
-    redo = [prefill_tokens(r) - prompt for r in rs]
-    pre = [int(r.summary["sim"]["preemptions"]) for r in rs]
-    blocks = [r.setup.memory.num_blocks for r in rs]
-    sentence = (
-        f"With {blocks[0]:,} KV blocks for a batch that grows to need more, vLLM preempted the "
-        f"newest running request {pre[0]} times, freeing its blocks and recomputing it later: "
-        f"{redo[0]:,} tokens (prompts and answers so far) were computed again, "
-        f"{redo[0] / prompt:.0%} on top of the {prompt:,} prompt tokens, and the last request "
-        f"finished after {makespan(small):.1f} s against "
-        f"{makespan(big):.1f} s with {blocks[1]:,} blocks ({pre[1]} preemptions)."
-    )
-    rows = [
-        ("KV blocks (16 tokens each)", f"{blocks[0]:,}", f"{blocks[1]:,}"),
-        ("preemptions", pre[0], pre[1]),
-        ("prefill tokens computed again", f"{redo[0]:,}", f"{redo[1]:,}"),
-        ("all requests done (s)", f"{makespan(small):.2f}", f"{makespan(big):.2f}"),
-        ("p99 TPOT (ms)", f"{small.summary['p99_tpot_ms']:.1f}",
-         f"{big.summary['p99_tpot_ms']:.1f}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
-def _prefix(rs):
-    off, on = rs
-    hit = on.summary["sim"]["prefix_cache_hit_rate"]
-    sentence = (
-        f"With prefix caching, {hit:.0%} of prompt tokens came from KV blocks already in the "
-        f"cache: the engine computed {prefill_tokens(on):,} tokens of prefill instead of "
-        f"{prefill_tokens(off):,}, and mean TTFT fell from {off.summary['mean_ttft_ms']:,.0f} "
-        f"to {on.summary['mean_ttft_ms']:,.0f} ms."
-    )
-    rows = [
-        ("prefix-cache hit rate (prompt tokens)", "0%", f"{hit:.0%}"),
-        ("prefill tokens computed", f"{prefill_tokens(off):,}", f"{prefill_tokens(on):,}"),
-        ("mean TTFT (ms)", f"{off.summary['mean_ttft_ms']:,.1f}",
-         f"{on.summary['mean_ttft_ms']:,.1f}"),
-        ("peak KV blocks in use", f"{off.steps['kv_blocks_used'].max():,}",
-         f"{on.steps['kv_blocks_used'].max():,}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
-def _hol(rs):
-    fcfs, capped = rs
-    longs = _long_ids(fcfs, 4096)
-    short = [float(r.requests.loc[~longs, "ttft_s"].median()) * 1e3 for r in rs]
-    lt = [float(r.requests.loc[longs, "ttft_s"].iloc[0]) for r in rs]
-    cap = capped.setup.settings.long_prefill_token_threshold
-    plen = int(fcfs.requests.loc[longs, "prompt_tokens"].iloc[0])
-    sentence = (
-        f"First come, first served gives a {plen:,}-token prompt that arrived first the whole "
-        f"budget of every step until it is done, so the {int((~longs).sum())} short requests "
-        f"behind it waited: their median TTFT was {short[0]:,.0f} ms; capping one request's "
-        f"share of a step at {cap} tokens (long_prefill_token_threshold) let them in beside "
-        f"it, median {short[1]:,.0f} ms, while the long prompt's TTFT went from {lt[0]:.2f} "
-        f"to {lt[1]:.2f} s."
-    )
-    rows = [
-        ("long_prefill_token_threshold", "0 (none)", str(cap)),
-        ("short requests' median TTFT (ms)", f"{short[0]:,.1f}", f"{short[1]:,.1f}"),
-        ("short requests' p99 TTFT (ms)",
-         f"{float(fcfs.requests.loc[~longs, 'ttft_s'].quantile(0.99)) * 1e3:,.1f}",
-         f"{float(capped.requests.loc[~longs, 'ttft_s'].quantile(0.99)) * 1e3:,.1f}"),
-        ("long prompt's TTFT (s)", f"{lt[0]:.3f}", f"{lt[1]:.3f}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
-def _admission(rs):
-    vl, tr = rs
-    pre = [int(r.summary["sim"]["preemptions"]) for r in rs]
-    tok = [r.setup.memory.kv_capacity_tokens for r in rs]
-    sentence = (
-        f"With the same {min(tok):,}-token KV pool, vLLM admitted requests on their prompts' "
-        f"blocks and ran a mean batch of {time_mean_batch(vl):.0f}, preempting {pre[0]} times "
-        f"as their answers grew; TensorRT-LLM reserved each request's whole answer up front, "
-        f"ran a batch of {time_mean_batch(tr):.0f} with {pre[1]} preemptions, and finished "
-        f"after {makespan(tr):.1f} s against vLLM's {makespan(vl):.1f} s."
-    )
-    rows = [
-        ("KV pool (tokens)", f"{tok[0]:,}", f"{tok[1]:,}"),
-        ("mean batch size (time-weighted)", f"{time_mean_batch(vl):.1f}",
-         f"{time_mean_batch(tr):.1f}"),
-        ("preemptions", pre[0], pre[1]),
-        ("prefill tokens computed", f"{prefill_tokens(vl):,}", f"{prefill_tokens(tr):,}"),
-        ("all requests done (s)", f"{makespan(vl):.2f}", f"{makespan(tr):.2f}"),
-        ("mean TTFT (ms)", f"{vl.summary['mean_ttft_ms']:,.0f}",
-         f"{tr.summary['mean_ttft_ms']:,.0f}"),
-    ]  # fmt: skip
-    return sentence, rows
-
-
 def _long_prompts(cfg: SimConfig) -> Workload:
     """The configured traffic with three long prompts arriving while it decodes."""
-    from sim.scenarios.long_context.runs import with_long_request
-
     w = generate(cfg.workload, np.random.default_rng(cfg.seed))
     t = cfg.teach
     for k in range(t.long_prompts):
@@ -246,8 +65,6 @@ def _long_prompts(cfg: SimConfig) -> Workload:
 
 def _long_first(cfg: SimConfig) -> Workload:
     """One long prompt at t=0, then the configured short requests just after it."""
-    from sim.scenarios.long_context.runs import with_long_request
-
     w = generate(cfg.workload, np.random.default_rng(cfg.seed))
     w = replace(w, arrival_s=w.arrival_s + cfg.teach.long_gap_s)
     w, _ = with_long_request(w, 0.0, cfg.teach.long_prompt_tokens, cfg.teach.long_output_tokens)
@@ -287,7 +104,7 @@ LESSONS: dict[str, Lesson] = {
             Variant("static batching", lambda c: replace(c, engine="static")),
             Variant("continuous batching (vLLM)", lambda c: c),
         ),
-        verdict=_static_vs_continuous,
+        verdict=verdicts.static_vs_continuous,
         look=(
             "In the request strips (bottom), static batching shows orange 'held' bars: requests "
             "already done, waiting for their batch's longest answer, while grey 'queued' bars "
@@ -312,7 +129,7 @@ LESSONS: dict[str, Lesson] = {
             ),
             Variant("chunks of 1,024 tokens", lambda c: args(c, max_num_batched_tokens=1024)),
         ),
-        verdict=_chunked,
+        verdict=verdicts.chunked_prefill,
         look=(
             "Top panel: the tall blue bars are the long prompts. Whole, each is one tall, wide "
             "step; chunked, they spread over many short steps with decode tokens (green) in "
@@ -337,7 +154,7 @@ LESSONS: dict[str, Lesson] = {
             ),
             Variant("room for all (6,000 blocks)", lambda c: args(c, num_gpu_blocks_override=6000)),
         ),
-        verdict=_preemption,
+        verdict=verdicts.preemption,
         look=(
             "The KV panel climbs to the red line (the pool) and drops when a request is "
             "preempted; red bars in the request strips are preempted requests waiting, and the "
@@ -356,7 +173,7 @@ LESSONS: dict[str, Lesson] = {
             Variant("prefix caching off", lambda c: args(c, enable_prefix_caching=False)),
             Variant("prefix caching on", lambda c: args(c, enable_prefix_caching=True)),
         ),
-        verdict=_prefix,
+        verdict=verdicts.prefix_caching,
         look=(
             "Top panel: with caching, the blue prefill bars shrink to each request's own few "
             "hundred tokens after the first request; the blue prefill slivers in the request "
@@ -379,7 +196,7 @@ LESSONS: dict[str, Lesson] = {
                 lambda c: args(c, long_prefill_token_threshold=256),
             ),
         ),
-        verdict=_hol,
+        verdict=verdicts.head_of_line,
         look=(
             "In the request strips, the first row is the long prompt's blue prefill; below it, "
             "grey queued bars. First come, first served: they end together when the long "
@@ -400,7 +217,7 @@ LESSONS: dict[str, Lesson] = {
             Variant("vLLM", lambda c: c),
             Variant("TensorRT-LLM (GUARANTEED_NO_EVICT)", _same_pool_trtllm),
         ),
-        verdict=_admission,
+        verdict=verdicts.admission,
         look=(
             "Batch size: vLLM's batch is larger; TensorRT-LLM's grows only as earlier requests "
             "finish. KV blocks: vLLM's touches its limit and falls back at each preemption (red "
@@ -408,74 +225,3 @@ LESSONS: dict[str, Lesson] = {
         ),
     ),
 }
-
-
-@dataclass(frozen=True)
-class LessonRuns:
-    """A lesson run: its two variants' results and the numbers read off them."""
-
-    lesson: str  # its name (teach.lesson)
-    lesson_sentence: str
-    definition: Lesson
-    results: tuple[RunResult, ...]  # one per variant, in the lesson's order
-    rows: tuple[tuple, ...]  # (figure, value per variant)
-    simulation_wall_time_s: float
-    wall_time_s: float
-
-    @property
-    def labels(self) -> list[str]:
-        return [v.label for v in self.definition.variants]
-
-    @property
-    def summary(self) -> dict:
-        labels = self.labels
-        return {
-            "lesson": self.lesson,
-            "lesson_sentence": self.lesson_sentence,
-            "figures": {
-                name: dict(zip(labels, map(str, values), strict=True))
-                for name, *values in self.rows
-            },
-            "variants": [
-                variant_summary(lb, r) for lb, r in zip(labels, self.results, strict=True)
-            ],
-            "simulation_wall_time_s": self.simulation_wall_time_s,
-            "wall_time_s": self.wall_time_s,
-        }
-
-
-def variant_summary(label: str, r: RunResult) -> dict:
-    s = r.summary
-    keep = ("completed", "duration", "request_throughput", "output_throughput", "mean_ttft_ms",
-            "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "p99_itl_ms")  # fmt: skip
-    return {
-        "label": label,
-        "engine": s["backend"].removeprefix("sim:"),
-        **{k: s[k] for k in keep},
-        "steps": s["sim"]["steps"],
-        "preemptions": s["sim"]["preemptions"],
-        "mean_batch_size": s["sim"]["mean_batch_size"],
-        "prefix_cache_hit_rate": s["sim"]["prefix_cache_hit_rate"],
-        "kv_blocks": r.setup.memory.num_blocks,
-        "phase_seconds": phase_totals(r.phases),
-    }
-
-
-def run_lesson(cfg: SimConfig, progress=None) -> LessonRuns:
-    """Both variants of the lesson, their timelines and the lesson's numbers."""
-    name = cfg.teach.lesson
-    if name not in LESSONS:
-        raise UserError(f"teach.lesson={name!r}: choose one of {', '.join(LESSONS)}")
-    lesson = LESSONS[name]
-    started = time.perf_counter()
-    base = replace(cfg, trace=True, output=replace(cfg.output, progress=False))
-    results = []
-    for k, v in enumerate(lesson.variants):
-        c = v.change(base)
-        workload = lesson.workload(c) if lesson.workload else None
-        results.append(simulate(c, workload=workload))
-        if progress:
-            progress(k + 1, len(lesson.variants))
-    sentence, rows = lesson.verdict(results)
-    wall_s = time.perf_counter() - started
-    return LessonRuns(name, sentence, lesson, tuple(results), tuple(rows), wall_s, wall_s)

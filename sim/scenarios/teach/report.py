@@ -8,7 +8,7 @@ from sim.report.figures import md_table
 from sim.report.html import write_report
 from sim.report.timeline import plot_timeline, trace_events, write_trace
 from sim.run.outputs import write_json
-from sim.scenarios.teach.lessons import LessonRuns
+from sim.scenarios.teach.run import LessonRuns
 
 
 def write_teach_outputs(out: LessonRuns, out_dir: Path, command: str) -> None:

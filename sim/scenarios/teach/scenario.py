@@ -9,8 +9,9 @@ from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar
 from sim.run.setup import Setup
-from sim.scenarios.teach.lessons import LESSONS, LessonRuns, run_lesson
+from sim.scenarios.teach.lessons import LESSONS
 from sim.scenarios.teach.report import write_teach_outputs
+from sim.scenarios.teach.run import LessonRuns, run_lesson
 
 
 class Teach:

@@ -9,9 +9,12 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar
-from sim.scenarios.upgrade_diff.mixtures import METRICS
+from sim.scenarios.upgrade_diff.outcomes import METRICS
+from sim.scenarios.upgrade_diff.plan import make_plan
 from sim.scenarios.upgrade_diff.report import write_upgrade_outputs
-from sim.scenarios.upgrade_diff.study import NAMES, UpgradeResult, fmt, make_plan, run_upgrade_diff
+from sim.scenarios.upgrade_diff.result import UpgradeResult
+from sim.scenarios.upgrade_diff.study import run_upgrade_diff
+from sim.scenarios.upgrade_diff.verdict import NAMES, fmt
 
 
 class UpgradeDiff:
@@ -28,25 +31,23 @@ class UpgradeDiff:
         return run_upgrade_diff(cfg, progress=bar.update_count, cache=cache)
 
     def write(self, result: UpgradeResult, out_dir: Path) -> None:
-        write_upgrade_outputs(result.summary, out_dir)
+        write_upgrade_outputs(result, out_dir)
 
     def brief(self, result: UpgradeResult, out_dir: Path, sweeping: bool) -> None:
-        s = result.summary
-        b, a = s["before"]["engine"], s["after"]["engine"]
-        print(f"upgrade_diff: {b} -> {a}")
+        print(f"upgrade_diff: {result.before.engine} -> {result.after.engine}")
         for m in METRICS:
             print(
-                f"  {NAMES[m][0]:<20} {fmt(m, s['before'][m]):>16} -> "
-                f"{fmt(m, s['after'][m]):>16}  {s['change_pct'][m]:+7.1f}%"
+                f"  {NAMES[m][0]:<20} {fmt(m, result.before.metrics[m]):>16} -> "
+                f"{fmt(m, result.after.metrics[m]):>16}  {result.change_pct[m]:+7.1f}%"
             )
-        m = s["headline"]
+        m = result.headline
         print(f"  {NAMES[m][0]} by setting (Shapley, points of %):")
-        for row in s["attribution"][:8]:
-            if not row["inert"]:
+        for row in result.attribution[:8]:
+            if not row.inert:
                 print(
-                    f"    {row['setting']:<32} {row['category']:<10} "
-                    f"{row['effect_pct'][m]:+7.1f} ± {row['ci_pct'][m]:.1f}"
+                    f"    {row.setting:<32} {row.category:<10} "
+                    f"{row.effect_pct[m]:+7.1f} ± {row.ci_pct[m]:.1f}"
                 )
-        print(f"Verdict: {s['verdict']}")
-        print(f"{s['simulations_run']} simulations in {s['wall_time_s']:.0f} s.")
+        print(f"Verdict: {result.verdict}")
+        print(f"{result.simulations_run} simulations in {result.wall_time_s:.0f} s.")
         print(f"Outputs: {out_dir}/ (summary.json, attribution.csv, report.md, waterfall.png)")

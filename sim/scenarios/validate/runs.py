@@ -1,87 +1,134 @@
-"""scenario=validate: the simulator against real benchmark runs, case by case.
-
-The case file format, and how case files load, is in sim/scenarios/validate/cases.py. Cases run
-in parallel (joblib, one process each); one that cannot be simulated becomes an error row with
-its reason.
-"""
+"""Running the cases of scenario=validate, and what one case's run yields (`CaseResult`): its
+predicted metrics, the KS tests of its per-request distributions against the measured ones,
+and the facts of the simulation that explain large errors (sim/scenarios/validate/causes.py).
+Cases run through sim/scenarios/fanout.py (joblib, one process each); one that cannot be
+simulated becomes a result with its reason as `error`, and the other cases still run."""
 
 from __future__ import annotations
 
-import math
-import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from sim.errors import UserError
+from sim.run.simulate import simulate
+from sim.run.summary import RunResult
+from sim.scenarios.fanout import fan_out
 from sim.scenarios.validate.cases import Case
 from sim.workload.bench_results import measured_requests
 
-SLICES = ("hardware", "engine", "workload", "model")
-# Data-quality flags an importer may set on a case, and what each means.
-FLAG_MEANINGS = {
-    "prefill_above_peak": "the measured rate needs more prefill compute than the GPUs have: "
-    "cached prompt prefixes the source does not record",
-}
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a case's simulation used and saw, for explaining its errors."""
+
+    rule_set: str  # the engine release whose rules ran
+    version: str  # the engine release the case names
+    cost_profile: str
+    calibrated: bool  # whether the GPU has measured kernel tables
+    priced_with: dict[str, str]  # kernel kind -> the table (or "prior...") that priced it
+    moe: bool
+    dtype: str  # the weights' dtype
+    preemptions: int
+    rejected: int
+    kv_usage_peak: float
+    concurrency: int | None  # a closed loop's clients
 
 
-def ks(measured: np.ndarray, predicted: np.ndarray) -> dict:
+@dataclass(frozen=True, slots=True)
+class KsTest:
+    """A two-sample Kolmogorov-Smirnov test, measured against predicted."""
+
+    statistic: float
+    pvalue: float
+    num_measured: int
+    num_predicted: int
+
+    @property
+    def summary(self) -> dict:
+        n = [self.num_measured, self.num_predicted]
+        return {"statistic": self.statistic, "pvalue": self.pvalue, "n": n}
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One case's run: its predictions, or the reason it could not be simulated (`error`)."""
+
+    id: str
+    error: str | None = None
+    predicted: dict[str, float | None] = field(default_factory=dict)  # metric -> value
+    facts: Facts | None = None  # None when the case could not be simulated
+    ks: dict[str, KsTest] = field(default_factory=dict)  # ttft / tpot / itl -> its test
+    ks_error: str | None = None  # why the per-request measurements could not be read
+
+
+def ks(measured: np.ndarray, predicted: np.ndarray) -> KsTest | None:
+    """The KS test of the finite values of each, or None with fewer than two on a side."""
+    # scipy.stats takes about a second to import: only cases with per-request measurements pay it
     from scipy.stats import ks_2samp
 
     m = measured[np.isfinite(measured)]
     p = predicted[np.isfinite(predicted)]
     if len(m) < 2 or len(p) < 2:
-        return {}
+        return None
     r = ks_2samp(m, p)
-    return {"statistic": float(r.statistic), "pvalue": float(r.pvalue), "n": [len(m), len(p)]}
+    return KsTest(float(r.statistic), float(r.pvalue), len(m), len(p))
 
 
-# ---- running ----------------------------------------------------------------------------------
-def run_case(case: Case) -> dict:
+def run_case(case: Case) -> CaseResult:
     """Simulate one case; its predicted metrics, KS tests and the facts that explain errors."""
-    from sim.run.simulate import simulate
-
-    out = {"id": case.id, "error": case.error}
     if case.error:
-        return out
+        return CaseResult(case.id, case.error)
     try:
         result = simulate(case.config)
     except UserError as exc:
-        out["error"] = str(exc)
-        return out
+        return CaseResult(case.id, str(exc))
     except Exception as exc:  # one broken case must not stop the others
-        out["error"] = f"{type(exc).__name__}: {exc}"
-        return out
+        return CaseResult(case.id, f"{type(exc).__name__}: {exc}")
+    tests, ks_error = _ks_tests(case.requests, result) if case.requests else ({}, None)
+    return CaseResult(
+        case.id,
+        predicted={k: _lookup(result.summary, k) for k in case.measured},
+        facts=_facts(case, result),
+        ks=tests,
+        ks_error=ks_error,
+    )
+
+
+def _facts(case: Case, result: RunResult) -> Facts:
     s = result.summary
-    out["predicted"] = {k: _lookup(s, k) for k in case.measured}
-    out["facts"] = {
-        "rule_set": result.setup.settings.rule_set,
-        "version": result.setup.settings.version,
-        "cost_profile": s["sim"]["cost_profile"],
-        "calibrated": s["sim"]["cost_profile_calibrated"],
-        "priced_with": s["sim"]["priced_with"],
-        "moe": result.setup.model.moe is not None,
-        "dtype": result.setup.model.resolve_weight_dtype(case.config.dtype),
-        "preemptions": s["sim"]["preemptions"],
-        "rejected": s["failed"],
-        "kv_usage_peak": s["sim"]["kv_usage_peak"],
-        "concurrency": case.config.workload.concurrency,
+    return Facts(
+        rule_set=result.setup.settings.rule_set,
+        version=result.setup.settings.version,
+        cost_profile=s["sim"]["cost_profile"],
+        calibrated=s["sim"]["cost_profile_calibrated"],
+        priced_with=s["sim"]["priced_with"],
+        moe=result.setup.model.moe is not None,
+        dtype=result.setup.model.resolve_weight_dtype(case.config.dtype),
+        preemptions=s["sim"]["preemptions"],
+        rejected=s["failed"],
+        kv_usage_peak=s["sim"]["kv_usage_peak"],
+        concurrency=case.config.workload.concurrency,
+    )
+
+
+def _ks_tests(requests: str, result: RunResult) -> tuple[dict[str, KsTest], str | None]:
+    """(the KS test of each quantity measured per request, why none could be read or None)."""
+    try:
+        measured = measured_requests(requests)
+    except UserError as exc:
+        return {}, str(exc)
+    predicted = {
+        "ttft": result.requests["ttft_s"].to_numpy(dtype=float),
+        "tpot": result.requests["tpot_s"].to_numpy(dtype=float),
+        "itl": result.itl_s,
     }
-    if case.requests:
-        try:
-            meas = measured_requests(case.requests)
-        except UserError as exc:
-            out["ks_error"] = str(exc)
-            meas = {}
-        pred = {
-            "ttft": result.requests["ttft_s"].to_numpy(dtype=float),
-            "tpot": result.requests["tpot_s"].to_numpy(dtype=float),
-            "itl": result.itl_s,
-        }
-        out["ks"] = {k: r for k, v in meas.items() if (r := ks(v, pred[k]))}
-    return out
+    return {k: t for k, v in measured.items() if (t := ks(v, predicted[k]))}, None
 
 
-def _lookup(summary: dict, key: str):
+def _lookup(summary: dict, key: str) -> float | None:
+    """A summary.json value by its dotted key (sim.preemptions), None where absent."""
     value = summary
     for part in key.split("."):
         if not isinstance(value, dict) or part not in value:
@@ -90,113 +137,16 @@ def _lookup(summary: dict, key: str):
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def run_all(cases: list[Case], jobs: int | None, progress=None) -> list[dict]:
-    """Every case's result, in case order, simulated `jobs` at a time."""
-    from joblib import Parallel, delayed
-
-    jobs = jobs or os.cpu_count() or 1
+def run_all(
+    cases: list[Case], jobs: int | None, progress: Callable[[int, int], None] | None = None
+) -> list[CaseResult]:
+    """Every case's result, in case order, simulated `jobs` at a time. `progress(done, total)`
+    counts every case: those that could not load are done from the start."""
     todo = [c for c in cases if not c.error]
-    results = {c.id: {"id": c.id, "error": c.error} for c in cases if c.error}
-    if todo:
-        runner = Parallel(n_jobs=min(jobs, len(todo)), return_as="generator_unordered")
-        for res in runner(delayed(run_case)(c) for c in todo):
-            results[res["id"]] = res
-            if progress is not None:
-                progress(len(results), len(cases))
-    return [results[c.id] for c in cases]
+    num_errors = len(cases) - len(todo)
 
+    def counted(done: int, _total: int) -> None:
+        progress(num_errors + done, len(cases))
 
-# ---- errors -----------------------------------------------------------------------------------
-def rows(cases: list[Case], results: list[dict]) -> list[dict]:
-    """validation.csv: one row per (case, metric)."""
-    out = []
-    for case, res in zip(cases, results, strict=True):
-        if res.get("error"):
-            continue
-        for metric, measured in case.measured.items():
-            predicted = res["predicted"].get(metric)
-            err = None
-            if predicted is not None:
-                err = 100.0 * (predicted - measured) / measured
-            out.append(
-                {
-                    "case": case.id,
-                    "metric": metric,
-                    "measured": float(measured),
-                    "predicted": predicted,
-                    "error_pct": err,
-                    **case.slices,
-                    "flags": ",".join(case.flags),
-                }
-            )
-    return out
-
-
-def aggregate(table: list[dict]) -> dict:
-    """Median and p90 absolute percent error per metric."""
-    by_metric: dict[str, list[float]] = {}
-    for r in table:
-        if r["error_pct"] is not None and math.isfinite(r["error_pct"]):
-            by_metric.setdefault(r["metric"], []).append(abs(r["error_pct"]))
-    return {
-        "median_abs_pct_error": {m: float(np.median(v)) for m, v in sorted(by_metric.items())},
-        "p90_abs_pct_error": {m: float(np.percentile(v, 90)) for m, v in sorted(by_metric.items())},
-        "num_values": {m: len(v) for m, v in sorted(by_metric.items())},
-    }
-
-
-def summarize(cases: list[Case], results: list[dict], table: list[dict]) -> dict:
-    by_slice = {}
-    for dim in SLICES:
-        groups: dict[str, list[dict]] = {}
-        for r in table:
-            groups.setdefault(r[dim], []).append(r)
-        by_slice[dim] = {
-            value: {"num_cases": len({r["case"] for r in rs})} | aggregate(rs)
-            for value, rs in sorted(groups.items())
-        }
-    overall = aggregate(table)
-    return {
-        "num_cases": len(cases),
-        "num_failed": sum(1 for r in results if r.get("error")),
-        "median_abs_pct_error": overall["median_abs_pct_error"],
-        "p90_abs_pct_error": overall["p90_abs_pct_error"],
-        "num_values": overall["num_values"],
-        "by_slice": by_slice,
-        "distributions": {r["id"]: r["ks"] for r in results if r.get("ks")},
-        "failed": {r["id"]: r["error"] for r in results if r.get("error")},
-    }
-
-
-def likely_causes(case: Case, res: dict, metric: str, error_pct: float) -> str:
-    """The facts of this case that most plausibly explain a large error."""
-    f = res.get("facts", {})
-    why = [FLAG_MEANINGS.get(flag, flag) for flag in case.flags]
-    kind = case.slices["workload"]
-    if "ttft" in metric and kind == "closed_loop":
-        why.append(
-            "closed-loop TTFT turns on how the clients' prompts group into prefill steps "
-            "(all at once or one at a time), which the source does not record"
-        )
-    if not f.get("calibrated", True):
-        why.append(f"no measured kernel tables for {case.data.get('hardware')}: roofline prior")
-    # elementwise kernels are small beside GEMMs and attention: listed last
-    prior = sorted(
-        (k for k, v in f.get("priced_with", {}).items() if str(v).startswith("prior")),
-        key=lambda k: (k == "elementwise", k),
-    )
-    if prior and f.get("calibrated", True):
-        why.append(f"{', '.join(prior)} priced by the roofline prior (no measured table)")
-    if f.get("dtype") in ("fp4", "int4"):
-        why.append(f"{f['dtype']} weights: MoE/GEMM kernels of that format are sparsely measured")
-    if f.get("rule_set") and f.get("rule_set") != f.get("version"):
-        why.append(f"engine rules of {f['rule_set']} used for {f['version']}")
-    if f.get("moe"):
-        why.append("MoE: expert load imbalance and the fused-MoE kernel choice are not modelled")
-    if "ttft" in metric and (f.get("concurrency") or 0) >= 64:
-        why.append("TTFT at high concurrency is mostly queueing: step-time errors compound")
-    if f.get("preemptions"):
-        why.append(f"{f['preemptions']} preemptions in the simulation (KV pressure)")
-    if not why:
-        why.append("step time " + ("over" if error_pct > 0 else "under") + "-estimated")
-    return "; ".join(why)
+    ran = iter(fan_out(run_case, [(c,) for c in todo], jobs, counted if progress else None))
+    return [CaseResult(c.id, c.error) if c.error else next(ran) for c in cases]

@@ -1,30 +1,18 @@
 """scenario=validate as a Scenario: every case of the case files simulated
 (sim/scenarios/validate/runs.py), then compared with its measurements
-(sim/scenarios/validate/report.py)."""
+(sim/scenarios/validate/validation.py, written by sim/scenarios/validate/report.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar
-from sim.scenarios.validate.cases import Case, load_cases
+from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.report import write_validation
-from sim.scenarios.validate.runs import rows, run_all, summarize
-
-
-@dataclass(frozen=True)
-class Validation:
-    cases: tuple[Case, ...]
-    results: tuple[dict, ...]  # one per case: its predicted metrics, or its error
-    title: str  # the case files
-
-    @property
-    def summary(self) -> dict:
-        cases, results = list(self.cases), list(self.results)
-        return {"validation": summarize(cases, results, rows(cases, results))}
+from sim.scenarios.validate.runs import run_all
+from sim.scenarios.validate.validation import Validation
 
 
 class Validate:
@@ -40,15 +28,15 @@ class Validate:
         return Validation(tuple(cases), tuple(results), ", ".join(str(p) for p in paths))
 
     def write(self, result: Validation, out_dir: Path) -> None:
-        write_validation(list(result.cases), list(result.results), out_dir, result.title)
+        write_validation(result, out_dir)
 
     def brief(self, result: Validation, out_dir: Path, sweeping: bool) -> None:
-        v = result.summary["validation"]
-        print(f"validate: {v['num_cases']} cases ({v['num_failed']} could not be simulated)")
-        for metric, med in v["median_abs_pct_error"].items():
-            p90 = v["p90_abs_pct_error"][metric]
+        print(f"validate: {result.num_cases} cases ({result.num_failed} could not be simulated)")
+        overall = result.overall
+        for metric, med in overall.median_abs_pct_error.items():
+            p90 = overall.p90_abs_pct_error[metric]
             print(f"  {metric:<24} median |error| {med:6.1f}%   p90 {p90:6.1f}%")
-        for cid, why in list(v["failed"].items())[:5]:
+        for cid, why in list(result.failed.items())[:5]:
             print(f"  failed {cid}: {why}")
         print(f"Outputs: {out_dir}/ (summary.json, validation.csv, report.md)")
 

@@ -1,0 +1,142 @@
+"""upgrade_diff's load sweep: before and after at several loads around the before version's
+capacity (request rates x its saturated throughput, or concurrencies x the configured one),
+and the lowest load at which a metric's regression appears."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sim.scenarios.upgrade_diff.outcomes import LOWER_IS_BETTER, METRICS, pct_change, run_tasks
+from sim.scenarios.upgrade_diff.plan import Plan
+from sim.workload.traces import load_trace
+
+APPEARS_PCT = 5.0  # a change smaller than this at a load does not count as appearing there
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    factor: float  # x the before version's capacity (rate) or the configured concurrency
+    rate: float | None  # requests per second (when the rate is swept)
+    concurrency: int | None  # requests in flight (when the concurrency is swept)
+    before: dict[str, float]  # metric -> value
+    after: dict[str, float]
+    change_pct: dict[str, float]
+
+    @property
+    def summary(self) -> dict:
+        load = {"rate": self.rate} if self.rate is not None else {"concurrency": self.concurrency}
+        return (
+            {"factor": self.factor}
+            | load
+            | {
+                "before": dict(self.before),
+                "after": dict(self.after),
+                "change_pct": dict(self.change_pct),
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSweep:
+    swept: str  # "rate" | "concurrency"
+    capacity_rps: float | None  # the before version's saturated throughput (rate sweeps)
+    points: tuple[LoadPoint, ...]  # lowest load first
+    simulations: int
+
+    @property
+    def summary(self) -> dict:
+        return {
+            "swept": self.swept,
+            "capacity_rps": self.capacity_rps,
+            "points": [p.summary for p in self.points],
+            "simulations": self.simulations,
+        }
+
+
+def load_points(plan: Plan, factors) -> tuple[str, list[dict]]:
+    """(what is swept, [{factor, workload}]) around the before version's capacity: request
+    rates x its saturated throughput (open loop), or concurrencies x the configured one."""
+    w = plan.cfg.workload
+    if w.kind == "closed_loop" or (w.kind == "bench_json" and _bench_concurrency(plan)):
+        base = w.concurrency or _bench_concurrency(plan)
+        points = [
+            {"factor": f, "concurrency": max(1, round(base * f))} for f in sorted(set(factors))
+        ]
+        return "concurrency", points
+    return "rate", [{"factor": f} for f in sorted(set(factors))]
+
+
+def _bench_concurrency(plan: Plan) -> int | None:
+    if plan.cfg.workload.kind != "bench_json":
+        return None
+    return load_trace(plan.cfg.workload.path).max_concurrency
+
+
+def _open_loop(w, rate: float):
+    """The workload's requests at a Poisson `rate` (a trace keeps its lengths)."""
+    if w.kind == "trace":
+        return replace(w, kind="poisson", lengths=w.path, path=None, rate=rate)
+    if w.kind == "bench_json":
+        return replace(w, rate=rate, burstiness=1.0)
+    kind = w.kind if w.kind in ("poisson", "gamma", "constant") else "poisson"
+    return replace(w, kind=kind, rate=rate, concurrency=None)
+
+
+def capacity_rps(plan: Plan, jobs, progress=None, cache: Path | None = None) -> float:
+    """The before version's saturated request throughput: every request queued at t=0."""
+    w = plan.cfg.workload
+    burst = replace(w, kind="burst", rate=None, concurrency=None)
+    if w.kind in ("trace",):
+        burst = replace(burst, lengths=w.path, path=None)
+    if w.kind == "bench_json":
+        burst = replace(w, rate=float("inf"), concurrency=None)
+    cfg = replace(plan.cfg, workload=burst)
+    (out,) = run_tasks([(cfg, ())], plan.before, plan.after, plan.changes, 1, progress, cache)
+    return out["request_throughput"]
+
+
+def load_sweep(plan: Plan, factors, jobs, progress=None, cache: Path | None = None) -> LoadSweep:
+    """Before and after (seed of the first attribution seed) at each load."""
+    what, points = load_points(plan, factors)
+    capacity = None
+    if what == "rate":
+        capacity = capacity_rps(plan, jobs, cache=cache)
+        for p in points:
+            p["rate"] = round(capacity * p["factor"], 4)
+    tasks = []
+    everything = tuple(range(len(plan.changes)))
+    for p in points:
+        w = plan.cfg.workload
+        w = _open_loop(w, p["rate"]) if what == "rate" else replace(w, concurrency=p["concurrency"])
+        cfg = replace(plan.cfg, workload=w)
+        tasks += [(cfg, ()), (cfg, everything)]
+    out = run_tasks(tasks, plan.before, plan.after, plan.changes, jobs, progress, cache)
+    rows = []
+    for k, p in enumerate(points):
+        b, a = out[2 * k], out[2 * k + 1]
+        rows.append(
+            LoadPoint(
+                p["factor"],
+                p.get("rate"),
+                p.get("concurrency"),
+                {m: b[m] for m in METRICS},
+                {m: a[m] for m in METRICS},
+                {m: pct_change(b[m], a[m]) for m in METRICS},
+            )
+        )
+    runs = len(tasks) + (capacity is not None)
+    return LoadSweep(what, capacity, tuple(rows), runs)
+
+
+def adverse(metric: str, change_pct: float) -> float:
+    """How much worse (positive) a change makes a metric."""
+    return change_pct if LOWER_IS_BETTER[metric] else -change_pct
+
+
+def appears_at(sweep: LoadSweep, metric: str) -> LoadPoint | None:
+    """The lowest load at which the metric got at least APPEARS_PCT worse."""
+    for p in sweep.points:
+        if adverse(metric, p.change_pct[metric]) >= APPEARS_PCT:
+            return p
+    return None

@@ -1,0 +1,303 @@
+"""report.md's text for upgrade_diff, section by section: the verdict, the workload, the
+baseline, what changed, the attribution, the load sweep, what configuration does not
+explain, the flags that restore the old behaviour, and the method."""
+
+from __future__ import annotations
+
+from sim.report.figures import md_table
+from sim.scenarios.upgrade_diff.load_sweep import appears_at
+from sim.scenarios.upgrade_diff.outcomes import METRICS
+from sim.scenarios.upgrade_diff.plan import SIMULATED
+from sim.scenarios.upgrade_diff.result import UpgradeResult
+from sim.scenarios.upgrade_diff.verdict import NAMES, fmt
+
+MATCH_WARN_PCT = 10.0  # a simulated before further than this from the baseline is flagged
+
+
+def report_text(s: UpgradeResult, plots: dict) -> str:
+    lines = [f"# Upgrade diff: {s.before.engine} -> {s.after.engine}", "", f"**{s.verdict}**", ""]
+    lines += _workload(s)
+    lines += _baseline(s)
+    lines += _what_changed(s)
+    lines += _attribution(s, plots)
+    if s.load_sweep:
+        lines += _load(s, plots)
+    lines += _unexplained(s)
+    lines += _restore(s)
+    lines += _method(s)
+    return "\n".join(lines)
+
+
+def _workload(s: UpgradeResult) -> list[str]:
+    cfg = s.config
+    w = cfg.workload
+    lines = [
+        f"{cfg.model} on {cfg.hardware} (TP {cfg.parallel.tp}), "
+        f"{s.before.metrics['completed']:.0f} requests ({w.kind}"
+        + (f", {w.rate:g} req/s" if w.rate else "")
+        + (f", concurrency {w.concurrency}" if w.concurrency else "")
+        + f"), seeds {', '.join(map(str, s.shapley.seeds))}; every run of a seed sees the same "
+        "arrivals and lengths. Metrics are means over the seeds; changes and effects are in "
+        "percent of the before version's value on each seed, then averaged, ± the half-width "
+        "of the 95% interval over seeds (and sampled orders).",
+        "",
+    ]
+    return lines + [f"- {note}" for note in s.notes]
+
+
+def _baseline(s: UpgradeResult) -> list[str]:
+    b = s.before.engine
+    lines = ["", "## Baseline", ""]
+    base = s.baseline
+    if base.kind == SIMULATED:
+        lines.append(
+            f"The baseline is {b} simulated on this workload. No recorded run was given "
+            "(`upgrade.baseline=PATH`), so nothing checks that the simulated before matches "
+            "the real one: the attribution explains the simulator's before and after."
+        )
+        return lines
+    worst = max((abs(v) for v in base.match_pct.values()), default=0.0)
+    rows = [
+        (NAMES[k][0], fmt(k, base.measured[k]), fmt(k, base.simulated[k]), f"{v:+.1f}%")
+        for k, v in base.match_pct.items()
+    ]
+    lines.append(f"Recorded baseline: `{base.path}` ({base.kind}).")
+    header = ("metric", "recorded", f"simulated {b} (seed {s.shapley.seeds[0]})", "error")
+    lines += ["", md_table(rows, header), ""]
+    if worst > MATCH_WARN_PCT:
+        lines.append(
+            f"**The simulated before is {worst:.0f}% off the recorded baseline on at least "
+            "one metric: the attribution below is only as good as that match; read its "
+            "effects as directions rather than sizes.**"
+        )
+    else:
+        lines.append(
+            f"The simulated before is within {worst:.1f}% of the recorded baseline on "
+            "every metric it recorded; the attribution is only as good as this match."
+        )
+    return lines
+
+
+def _what_changed(s: UpgradeResult) -> list[str]:
+    b, a = s.before.engine, s.after.engine
+    rows = [
+        (
+            NAMES[k][0],
+            fmt(k, s.before.metrics[k]),
+            fmt(k, s.after.metrics[k]),
+            f"{s.change_pct[k]:+.1f}% ± {s.change_ci_pct[k]:.1f}",
+            f"{s.interaction_pct[k]:+.1f}",
+        )
+        for k in METRICS
+    ]
+    lines = ["", "## What changed", ""]
+    lines.append(md_table(rows, ("metric", b, a, "change", "interaction (points)")))
+    sb, sa = s.before.sim, s.after.sim
+    lines += [
+        "",
+        "| simulator figure | " + b + " | " + a + " |",
+        "|---|---|---|",
+        f"| engine steps | {sb.steps:,.0f} | {sa.steps:,.0f} |",
+        f"| mean / p99 step | {sb.mean_step_ms:.2f} / {sb.p99_step_ms:.1f} ms | "
+        f"{sa.mean_step_ms:.2f} / {sa.p99_step_ms:.1f} ms |",
+        f"| mean batch / tokens per step | {sb.mean_batch_size:.1f} / "
+        f"{sb.mean_tokens_per_step:.0f} | {sa.mean_batch_size:.1f} / "
+        f"{sa.mean_tokens_per_step:.0f} |",
+        f"| preemptions | {sb.preemptions:,.1f} | {sa.preemptions:,.1f} |",
+        f"| KV blocks / peak use | {sb.num_kv_blocks:,.0f} / {sb.kv_usage_peak:.0%} | "
+        f"{sa.num_kv_blocks:,.0f} / {sa.kv_usage_peak:.0%} |",
+        f"| prefix-cache hits | {sb.prefix_cache_hit_rate:.0%} | {sa.prefix_cache_hit_rate:.0%} |",
+        f"| attention priced with | {sb.attention_kernel} | {sa.attention_kernel} |",
+        "",
+    ]
+    return lines
+
+
+def _attribution(s: UpgradeResult, plots: dict) -> list[str]:
+    m = s.headline
+    head = NAMES[m][0]
+    sh = s.shapley
+    lines = ["## Attribution", "", f"![waterfall]({plots['waterfall']})", ""]
+    rows = [
+        (
+            f"`{r.setting}`" + (" *" if r.in_minimal_set else ""),
+            r.category,
+            _v(r.before),
+            _v(r.after),
+            "inert" if r.inert else f"{r.effect_pct[m]:+.1f} ± {r.ci_pct[m]:.1f}",
+            f"{r.added_pct[m]:+.1f}",
+            f"{r.removed_pct[m]:+.1f}",
+            r.rule,
+        )
+        for r in s.attribution
+    ]
+    header = (
+        "setting",
+        "category",
+        s.before.engine,
+        s.after.engine,
+        f"{head}: Shapley",
+        "added to before",
+        "removed from after",
+        "rule (after)",
+    )
+    lines.append(md_table(rows, header))
+    how = "over every subset" if sh.exact else f"from {sh.orders_per_seed} random orders per seed"
+    lines += [
+        "",
+        f"Shapley values {how} of the {sh.num_changes - len(sh.inert)} changes that move "
+        f"anything; they add up to the change. `added to before`: the before version with that "
+        "one change; `removed from after`: the after version minus it with the sign of the "
+        f"upgrade. `*`: the minimal set (delta debugging) that reproduces at least 90% of the "
+        f"{head} change: {', '.join(f'`{x}`' for x in s.minimal_set) or 'none'}. "
+        f"Inert ({len(sh.inert)}): no effect on any run either way"
+        + (f" ({', '.join(f'`{x}`' for x in sh.inert)})" if sh.inert else "")
+        + ".",
+        "",
+        "By category (that category's changes alone on the before version; the interaction is "
+        "what only happens when categories change together):",
+        "",
+    ]
+    return lines + _by_category(s)
+
+
+def _by_category(s: UpgradeResult) -> list[str]:
+    rows = [(cat, *(f"{v[k]:+.1f}" for k in METRICS)) for cat, v in s.by_category_pct.items()]
+    rows.append(("interaction", *(f"{s.interaction_pct[k]:+.1f}" for k in METRICS)))
+    rows.append(("total change", *(f"{s.change_pct[k]:+.1f}" for k in METRICS)))
+    lines = [md_table(rows, ("category", *(NAMES[k][0] for k in METRICS)))]
+    sb, sa = s.before.sim, s.after.sim
+    kernels_inert = any(r.inert and r.category == "kernels" for r in s.attribution)
+    nearest = "nearest to" in sb.attention_kernel or "nearest to" in sa.attention_kernel
+    if kernels_inert and nearest:
+        lines += [
+            "",
+            "Note: an inert kernel setting may be one the cost model cannot tell apart: "
+            f"attention is priced with {sb.attention_kernel} before and "
+            f"{sa.attention_kernel} after (no measured table for one of them on this "
+            "GPU).",
+        ]
+    return lines
+
+
+def _load(s: UpgradeResult, plots: dict) -> list[str]:
+    sweep = s.load_sweep
+    head = NAMES[s.headline][0]
+    lines = ["", "## Load", "", f"![load sweep]({plots['load']})", ""]
+    where = appears_at(sweep, s.headline)
+    if sweep.swept == "rate":
+        lines.append(
+            f"{s.before.engine}'s capacity on this workload (every request queued at once): "
+            f"{sweep.capacity_rps:.2f} req/s."
+        )
+    if where is None:
+        lines.append(f"{head} gets no more than 5% worse at any load of the sweep.")
+    else:
+        at = (
+            f"{where.rate:.2f} req/s ({where.factor:g} x capacity)"
+            if sweep.swept == "rate"
+            else f"concurrency {where.concurrency} ({where.factor:g} x)"
+        )
+        lines.append(f"The {head} regression appears from {at} on.")
+    rows = [
+        (
+            (f"{p.rate:.2f} req/s" if p.rate is not None else f"{p.concurrency} concurrent")
+            + f" ({p.factor:g}x)",
+            *(f"{p.change_pct[k]:+.1f}%" for k in METRICS),
+        )
+        for p in sweep.points
+    ]
+    lines += ["", md_table(rows, ("load", *(NAMES[k][0] for k in METRICS)))]
+    return lines
+
+
+def _unexplained(s: UpgradeResult) -> list[str]:
+    lines = ["", "## Unexplained by configuration", ""]
+    if s.unexplained_pct is None:
+        lines.append(
+            "No real results of both versions were given (`upgrade.measured_before=PATH "
+            "upgrade.measured_after=PATH`, run dirs or vllm bench serve JSON), so the part of a "
+            "real change that configuration does not explain cannot be computed."
+        )
+        return lines
+    rows = [
+        (
+            NAMES[k][0],
+            f"{s.measured.change_pct[k]:+.1f}%",
+            f"{s.change_pct[k]:+.1f}%",
+            f"{v:+.1f}",
+        )
+        for k, v in s.unexplained_pct.items()
+    ]
+    header = ("metric", "measured change", "simulated change", "unexplained (points)")
+    lines.append(md_table(rows, header))
+    worst = max(s.unexplained_pct.items(), key=lambda kv: abs(kv[1]))
+    lines += ["", next_steps(worst[0], worst[1])]
+    return lines
+
+
+def _restore(s: UpgradeResult) -> list[str]:
+    rc = s.restore_command
+    minimal = ", ".join(s.minimal_set)
+    lines = ["", "## Restoring the old behaviour on the new version", ""]
+    if rc.minimal_command:
+        lines += [
+            f"{s.after.engine} with the minimal set set back ({minimal}):",
+            "",
+            "```bash",
+            rc.minimal_command,
+            "```",
+        ]
+    else:
+        lines.append(f"No engine flag sets the minimal set ({minimal or 'empty'}) back; see below.")
+    lines += [
+        "",
+        "Every changed setting set back (those that matter first):",
+        "",
+        "```bash",
+        rc.command,
+        "```",
+    ]
+    if rc.not_restorable:
+        lines += ["", "No flag restores:", ""]
+        lines += [f"- `{x.setting}`: {x.why}" for x in rc.not_restorable]
+    return lines
+
+
+def _method(s: UpgradeResult) -> list[str]:
+    sh = s.shapley
+    return [
+        "",
+        "## Method",
+        "",
+        f"{s.simulations_run} simulations ({sh.attribution_simulations} for the "
+        f"attribution over {len(sh.seeds)} seeds, the rest for the load sweep; the wall "
+        "time is in summary.json). Each mixture is the before version's resolved settings "
+        "with some changes applied; settings the engine derives from its KV pool at start-up "
+        "are re-derived for each. See docs/upgrade_diff.md.",
+        "",
+    ]
+
+
+def next_steps(metric: str, points: float) -> str:
+    head = NAMES[metric][0]
+    if abs(points) < 5:
+        return (
+            f"Configuration explains the measured change to within {abs(points):.1f} points "
+            f"on every metric (largest: {head}): look no further than the settings above."
+        )
+    return (
+        f"{abs(points):.1f} points of the measured {head} change are not explained by any "
+        "configuration difference. Where to look next, in order: the kernels and libraries "
+        "the release ships (swap torch / FlashAttention / FlashInfer back with the new "
+        "engine), then the benchmark client (same client version, warm-up, concurrency), "
+        "then bisect the engine's commits between the two releases."
+    )
+
+
+def _v(value) -> str:
+    if isinstance(value, list):
+        return f"{len(value)} sizes, {min(value)}..{max(value)}" if value else "none"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return f"`{value}`" if isinstance(value, str) else str(value)

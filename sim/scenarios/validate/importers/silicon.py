@@ -1,0 +1,187 @@
+"""The AIConfigurator silicon importer: one closed-loop case per aggregated row of a silicon
+CSV (mean TTFT and TPOT of a deployment at a fixed concurrency and ISL/OSL), with the output
+throughput by Little's law, and a flag on rows whose measured rate needs more prefill compute
+than the GPUs have."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from sim.errors import UserError
+from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
+from sim.scenarios.validate.importers.fields import count, count_or_one, finite_float
+from sim.specs.hardware import load_hardware
+from sim.specs.model_config import load_model
+
+COLUMNS = {"id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl"}
+COLUMNS |= {"batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"}
+PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
+# A closed loop whose measured throughput needs at least this share of the GPUs' dense tensor
+# peak for its prompts' linear layers alone (no attention, no decode) cannot have prefilled
+# every prompt: the best measured GEMMs reach about 70% of peak.
+IMPLAUSIBLE_PREFILL_SHARE = 0.6
+PEAK_DTYPE = {
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "fp4": "fp8",
+    "int4": "bf16",
+    "bf16": "bf16",
+}  # Hopper has no fp4 MMA
+
+
+def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[dict], dict]:
+    """(cases, rows skipped by reason) of the rows of `backends` on `systems` (all if None)."""
+    df = _read_csv(path)
+    missing = COLUMNS - set(df.columns)
+    if missing:
+        raise UserError(f"{path}: not a silicon CSV (missing {', '.join(sorted(missing))})")
+    skipped: dict[str, int] = {}
+    cases = []
+    for row in df.itertuples(index=False):
+        if backends and row.backend not in backends:
+            continue
+        if systems and row.system not in systems:
+            continue
+        why = _skipped_because(row)
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        cases.append(_case(row, path))
+    return cases, skipped
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from None
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: not a readable CSV (the file is empty)") from None
+    except (ValueError, OverflowError) as exc:  # unparseable
+        raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the file ({exc.strerror})") from None
+
+
+def _skipped_because(row) -> str | None:
+    """Why a row cannot become a case, or None."""
+    if row.mode != "agg":
+        return "disaggregated prefill/decode (not modelled)"
+    if not isinstance(row.backend_version, str) or not row.backend_version.strip():
+        return "no engine version recorded"
+    ttft, tpot = finite_float(row.silicon_ttft_ms), finite_float(row.silicon_tpot_ms)
+    if not (ttft > 0 and tpot > 0):
+        return "no measured TTFT/TPOT"
+    return None
+
+
+def _case(row, path: Path) -> dict:
+    ttft, tpot = finite_float(row.silicon_ttft_ms), finite_float(row.silicon_tpot_ms)
+    model, note = catalogue_model(str(row.model_path))
+    notes = [note] if note else []
+    where = f"{path}: row {row.id}"
+    parallel = _parallel(row, where, notes)
+    c = count(row.batch_size, f"{where}: batch_size")
+    isl, osl = count(row.isl, f"{where}: isl"), count(row.osl, f"{where}: osl")
+    # Little's law for a closed loop: requests/s = concurrency / mean E2E latency
+    e2e_s = (ttft + (osl - 1) * tpot) / 1e3
+    notes.append("output_throughput derived by Little's law: concurrency x OSL / mean E2E")
+    precision = str(getattr(row, "precision", "bf16"))
+    dtype = PRECISIONS.get(precision, "bf16")
+    if dtype == "fp8" and block_scaled_fp8(str(row.model_path)):
+        dtype = "fp8_block"
+        notes.append(f"{row.model_path}'s FP8 weights are block-scaled (128 x 128)")
+    flags = []
+    hw = SYSTEMS.get(row.system, str(row.system))
+    gpus = parallel["tp"] * parallel["pp"]
+    share = prefill_share_of_peak(model, hw, dtype, c, isl, e2e_s, gpus)
+    if share is not None and share >= IMPLAUSIBLE_PREFILL_SHARE:
+        flags.append("prefill_above_peak")
+        notes.append(
+            f"the measured rate implies prefill alone at {100 * share:.0f}% of each GPU's "
+            f"dense {PEAK_DTYPE.get(dtype, 'bf16')} peak, with decode still to run: the run "
+            "must have reused cached prompt prefixes, which the row does not record"
+        )
+    return {
+        "id": f"aic-{row.id}",
+        "engine": f"{row.backend}@{row.backend_version}",
+        "hardware": hw,
+        "model": model,
+        "dtype": dtype,
+        "parallel": parallel,
+        "workload": {
+            "closed_loop": {
+                "concurrency": c,
+                "num_requests": closed_loop_requests(c),
+                "warmup_requests": c,
+                "input_len": isl,
+                "output_len": osl,
+            }
+        },
+        "measured": {
+            "mean_ttft_ms": round(ttft, 4),
+            "mean_tpot_ms": round(tpot, 4),
+            "output_throughput": round(c * osl / e2e_s, 2),
+        },
+        "source": f"{path.name} row {row.id}: {getattr(row, 'silicon_data_source', '')}"[
+            :300
+        ],  # the column is optional
+        "notes": "; ".join(notes),
+        **({"flags": flags} if flags else {}),
+    }
+
+
+def _parallel(row, where: str, notes: list[str]) -> dict:
+    """The case's `parallel` mapping; what cannot be simulated as recorded goes into `notes`."""
+    tp = count(row.tp_size, f"{where}: tp_size")
+    parallel = {"tp": tp, "pp": count_or_one(getattr(row, "pp_size", 1))}
+    ep = count_or_one(getattr(row, "moe_ep_size", 1))
+    if ep > 1:
+        if ep == tp:
+            parallel["ep"] = ep
+        else:
+            notes.append(f"moe_ep_size {ep} != tp {tp}: simulated with experts split by TP")
+    adp = count_or_one(getattr(row, "attention_dp_size", 1))
+    if adp > 1:
+        notes.append(f"attention_dp_size {adp} (DP attention) simulated as TP")
+    return parallel
+
+
+def closed_loop_requests(concurrency: int) -> int:
+    """Requests per closed-loop case: three waves of the concurrency (at least 16); the first
+    wave is warm-up (`warmup_requests`), so the metrics describe the steady state. With fixed
+    lengths every later wave repeats the second, so more waves cost time and add nothing."""
+    return max(3 * concurrency, 16)
+
+
+def block_scaled_fp8(hf_id: str) -> bool:
+    """Whether a checkpoint's FP8 weights are scaled per 128 x 128 block, as their model cards
+    say of DeepSeek's V3/R1 and Qwen's -FP8 releases (priced from the fp8_block tables; other
+    FP8 runs, such as ModelOpt checkpoints or online quantization, are per-tensor)."""
+    return hf_id.startswith("deepseek-ai/") or (hf_id.startswith("Qwen/") and "FP8" in hf_id)
+
+
+def prefill_share_of_peak(model, hardware, dtype, concurrency, isl, e2e_s, gpus) -> float | None:
+    """Share of the GPUs' dense peak that the prompts' linear-layer FLOPs need at the measured
+    request rate (Little's law: concurrency / E2E), or None for a model or GPU not catalogued."""
+    per_token = _linear_flops_and_peak(model, hardware, PEAK_DTYPE.get(dtype, "bf16"))
+    if per_token is None:
+        return None
+    flops, peak = per_token
+    return flops * isl * concurrency / e2e_s / (peak * gpus)
+
+
+@functools.cache
+def _linear_flops_and_peak(model: str, hardware: str, peak_dtype: str):
+    """(linear-layer FLOPs per token, the GPU's dense peak at `peak_dtype`), loaded once per
+    model and GPU; None when either is not catalogued."""
+    try:
+        m, hw = load_model(model), load_hardware(hardware)
+        peak = hw.peak_flops_per_s(peak_dtype)
+    except UserError:
+        return None
+    p = m.params
+    return 2.0 * (p.active - p.embedding), peak

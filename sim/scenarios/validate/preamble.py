@@ -1,0 +1,158 @@
+"""The validation suite's preamble to report.md: how to regenerate it, its sources, the
+targets and what each reached, the client-start sensitivity, the vLLM rows by model and GPU
+with what the analysis of each group found, and what the importers skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.scenarios.validate.importers.silicon import IMPLAUSIBLE_PREFILL_SHARE
+from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, Target, select_rows
+from sim.scenarios.validate.validation import Row
+
+# What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
+# report prints an explanation only for a group present in the table.
+GROUP_CAUSES = {
+    "gpt-oss-120b": "MXFP4 experts: the measured MXFP4 MoE tables run well above the bandwidth "
+    "roofline at decode token counts, and at TP1 the table's MoE time alone is almost the whole "
+    "measured step, leaving too little for attention, the dense layers and the CPU; on H200 the "
+    "error falls from over-prediction at TP1 to under-prediction at TP8 (a per-GPU cost the "
+    "tables miss). "
+    "The 0.11.2 rows at concurrency 512 report a TPOT below the time to read the weights and "
+    "512 sequences' KV once, and a TTFT that is most of their latency: the server ran far fewer "
+    "requests at a time than the row's concurrency, through a limit the row does not record.",
+    "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12: several rows need more "
+    "prefill compute than the GPU has (flagged: cached prefixes); every row is priced from the "
+    "oldest measured release's FP8 GEMM table (0.14), slower at decode shapes than the later "
+    "releases' tables.",
+    "qwen3-235b-a22b": "block-FP8 MoE at TP1-4: expert load imbalance and the fused-MoE "
+    "kernel's configuration per shape are not modelled.",
+    "qwen3-32b": "dense bf16, priced by tables measured for the same GPU: the closest match.",
+}
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{v:.1f}%"
+
+
+def group_table(table: Sequence[Row]) -> list[str]:
+    """The vLLM silicon rows by model and GPU: how many, the signed and absolute median TPOT
+    error, the absolute median TTFT error, and how many were flagged; then the causes."""
+    groups: dict[tuple, dict] = {}
+    for r in select_rows(table, VLLM_ROWS):
+        g = groups.setdefault((r.model, r.hardware, r.engine), {"cases": set()})
+        g["cases"].add(r.case)
+        if r.flags:
+            g.setdefault("flagged", set()).add(r.case)
+        if r.error_pct is not None:
+            g.setdefault(r.metric, []).append(r.error_pct)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "### The vLLM rows by model and GPU",
+        "",
+        "| model | GPU | engine | cases | TPOT median error | TPOT median abs error | "
+        "TTFT median abs error | flagged |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (model, hw, engine), g in sorted(groups.items()):
+        tpot, ttft = g.get("mean_tpot_ms", []), g.get("mean_ttft_ms", [])
+        lines.append(
+            f"| {model} | {hw} | {engine} | {len(g['cases'])} | {_median(tpot, False)} | "
+            f"{_median(tpot, True).lstrip('+')} | {_median(ttft, True).lstrip('+')} | "
+            f"{len(g.get('flagged', ()))} |"
+        )
+    models = sorted({m for m, _, _ in groups})
+    lines += ["", *[f"- **{m}**: {GROUP_CAUSES[m]}" for m in models if m in GROUP_CAUSES]]
+    lines.append(
+        "- **TTFT, every model**: a closed loop of fixed lengths keeps the grouping its first "
+        "wave had; with all clients starting together the simulator's prompts prefill in "
+        "groups (some TTFTs too long), with the clients spread they prefill one at a time "
+        "(too short, see the client-start table above); the rows do not record how the "
+        "benchmark's clients started, nor the server's API-side latency."
+    )
+    return lines
+
+
+def _median(errors: list[float], absolute: bool) -> str:
+    """The signed median percent error (of the absolute errors when `absolute`), or ""."""
+    return f"{np.median(np.abs(errors) if absolute else errors):+.1f}%" if len(errors) else ""
+
+
+def preamble(
+    reached: Sequence[Target],
+    notes: list[str],
+    command: str,
+    spread: dict[str, MedianError] | None = None,
+    table: Sequence[Row] | None = None,
+) -> str:
+    lines = [
+        f"Regenerate with `{command}` (needs ../shared/data; it prints how long it took). "
+        "Sources: AIConfigurator `silicon_sample.csv` (vLLM and "
+        "SGLang rows on H100/H200, aggregated deployments; mean TTFT and TPOT at fixed "
+        "concurrency, replayed as closed loops, output throughput by Little's law) and "
+        "LLMServingSim `bench_examples` (four vLLM 0.19.0 runs, per-request timestamps, "
+        "replayed request by request). Nothing is fitted to these runs: kernel costs come from "
+        "isolated-kernel tables, CPU overheads by release from calibration/engine_overheads.yaml.",
+        *_targets(reached),
+        "",
+        "Flagged rows: the importer marks a silicon row `prefill_above_peak` when its measured "
+        "request rate needs the prompts' linear layers alone to run at "
+        f"{100 * IMPLAUSIBLE_PREFILL_SHARE:.0f}% or more of the GPUs' dense tensor peak, "
+        "which leaves no time for "
+        "decode: such runs must have reused cached prompt prefixes, which the row does not "
+        "record, so the simulator (which prefills every prompt) cannot match them. They stay in "
+        "every headline number; the last column shows the median without them.",
+    ]
+    if spread:
+        lines += _spread(reached, spread)
+    if table:
+        lines += group_table(table)
+    if notes:
+        lines += ["", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def _targets(reached: Sequence[Target]) -> list[str]:
+    lines = [
+        "",
+        "## Targets",
+        "",
+        "| rows | metric | limit | reached | values | met | without flagged rows |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in reached:
+        met = {True: "yes", False: "**no**", None: "(no target)"}[t.met]
+        unflagged = ""
+        if t.unflagged is not None and t.unflagged.median_abs_pct_error is not None:
+            unflagged = f"{_pct(t.unflagged.median_abs_pct_error)} ({t.unflagged.num_values})"
+        stat = "median abs error" if t.statistic == "median_abs_pct_error" else "abs error"
+        limit = "" if t.limit_pct is None else f"{t.limit_pct:.0f}%"
+        lines.append(
+            f"| {t.target} | {t.metric} ({stat}) | {limit} | {_pct(t.value_pct)} | "
+            f"{t.num_values} | {met} | {unflagged} |"
+        )
+    return lines
+
+
+def _spread(reached: Sequence[Target], spread: dict[str, MedianError]) -> list[str]:
+    """The client-start sensitivity beside the targets' values."""
+    lines = [
+        "",
+        "Client start (the vLLM rows again, their clients' first wave spread evenly over one "
+        "request lifetime, `workload.stagger=true`, instead of all at t=0; the rows do not "
+        "record how the benchmark's clients started, and with fixed lengths a closed loop "
+        "keeps whatever grouping its first wave had):",
+        "",
+        "| metric | median abs error, clients together | clients spread |",
+        "|---|---|---|",
+    ]
+    together = {t.metric: t.value_pct for t in reached if t.target == VLLM_ROWS}
+    for metric, s in spread.items():
+        lines.append(
+            f"| {metric} | {_pct(together.get(metric))} | {_pct(s.median_abs_pct_error)} |"
+        )
+    return lines

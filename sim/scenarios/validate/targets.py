@@ -1,0 +1,116 @@
+"""The accuracy targets the validation suite checks (sim/scenarios/validate/suite.py), and what
+each reached: the median absolute error of the vLLM silicon rows per metric (and the same
+statistics, with no target, for the SGLang rows), and each LLMServingSim run's p50/p90 TTFT and
+TPOT error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.scenarios.validate.validation import Row
+
+# The accuracy targets the report checks: (rows, metric, limit %) of the median abs error.
+VLLM_ROWS = "vLLM rows of the silicon sample on H100/H200"
+SGLANG_ROWS = "SGLang rows of the silicon sample on H100/H200"
+TARGETS = (
+    (VLLM_ROWS, "mean_tpot_ms", 10.0),
+    (VLLM_ROWS, "output_throughput", 10.0),
+    (VLLM_ROWS, "mean_ttft_ms", 15.0),
+)
+LSS_METRICS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms")
+LSS_LIMIT = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class MedianError:
+    """The median absolute percent error of a metric over `num_values` rows."""
+
+    median_abs_pct_error: float | None  # None over no values
+    num_values: int
+
+    @property
+    def summary(self) -> dict:
+        return {"median_abs_pct_error": self.median_abs_pct_error, "num_values": self.num_values}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One target (or, with no limit, one statistic reported beside them) and its value."""
+
+    target: str  # the rows it covers, or the LLMServingSim case
+    metric: str
+    statistic: str  # median_abs_pct_error over rows, or abs_pct_error of one case
+    limit_pct: float | None  # None: reported, not targeted
+    value_pct: float | None  # None where no row reports the metric
+    num_values: int
+    met: bool | None  # None with no limit
+    unflagged: MedianError | None = None  # over the rows no importer flagged (vLLM rows)
+
+    @property
+    def summary(self) -> dict:
+        out = {
+            "target": self.target,
+            "metric": self.metric,
+            "statistic": self.statistic,
+            "limit_pct": self.limit_pct,
+            "value_pct": self.value_pct,
+            "num_values": self.num_values,
+            "met": self.met,
+        }
+        if self.unflagged is not None:
+            out["value_pct_unflagged"] = self.unflagged.median_abs_pct_error
+            out["num_unflagged"] = self.unflagged.num_values
+        return out
+
+
+def select_rows(table: Sequence[Row], name: str) -> list[Row]:
+    """The silicon rows of VLLM_ROWS or SGLANG_ROWS."""
+    engine = "vllm@" if name == VLLM_ROWS else "sglang@"
+    return [
+        r
+        for r in table
+        if r.case.startswith("aic-")
+        and r.engine.startswith(engine)
+        and r.hardware in ("h100-sxm", "h200")
+    ]
+
+
+def _abs_errors(rs: Sequence[Row], metric: str) -> list[float]:
+    return [
+        abs(r.error_pct)
+        for r in rs
+        if r.metric == metric and r.error_pct is not None and np.isfinite(r.error_pct)
+    ]
+
+
+def targets(table: Sequence[Row]) -> list[Target]:
+    """Each target with the value reached, over all rows and over the rows no importer flagged
+    as physically inconsistent; then the SGLang rows' statistics and the LLMServingSim runs'."""
+    out = []
+    for name, metric, limit in TARGETS:
+        rs = select_rows(table, name)
+        all_ = _abs_errors(rs, metric)
+        clean = _abs_errors([r for r in rs if not r.flags], metric)
+        value = float(np.median(all_)) if all_ else None
+        unflagged = MedianError(float(np.median(clean)) if clean else None, len(clean))
+        met = value is not None and value <= limit
+        stat = "median_abs_pct_error"
+        out.append(Target(name, metric, stat, limit, value, len(all_), met, unflagged))
+    for name, metric, _ in TARGETS:  # the same statistics for the SGLang rows, no target
+        if name != VLLM_ROWS:
+            continue
+        all_ = _abs_errors(select_rows(table, SGLANG_ROWS), metric)
+        if all_:
+            value = float(np.median(all_))
+            stat = "median_abs_pct_error"
+            out.append(Target(SGLANG_ROWS, metric, stat, None, value, len(all_), None))
+    for r in table:
+        if r.case.startswith("llmservingsim-") and r.metric in LSS_METRICS:
+            e = r.error_pct
+            value = None if e is None else abs(e)
+            met = e is not None and abs(e) <= LSS_LIMIT
+            out.append(Target(r.case, r.metric, "abs_pct_error", LSS_LIMIT, value, 1, met))
+    return out
