@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sim.calibrate.__main__ import main
 from sim.calibrate.gpu import Source, calibrate_gpu
 from sim.cost.kernels import AttentionShape, CommTable
 from sim.cost.prior import CostProfile
@@ -166,3 +167,15 @@ def test_profile_json_is_compact_and_names_its_sources(fitted):
     family = profile.families["vllm@9.9.9"]
     assert "measured on NVIDIA H100" in family["source"]
     assert len(json.dumps(family)) < 60_000
+
+
+def test_calibrate_refuses_a_gpu_it_has_no_tables_for(tmp_path, capsys):
+    """An unknown --gpu, or no tables at all, fits nothing: exit 2 and leave no (empty) report
+    where the committed one would be overwritten."""
+    for argv in (["--gpu", "l4"], ["--gpu", "a100-80gb", "--data", str(tmp_path / "none")]):
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, "--out", str(tmp_path / "out")])
+        assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "no table sources listed for it" in err and "no tables found under" in err
+    assert not (tmp_path / "out").exists()

@@ -46,6 +46,13 @@ def main(argv=None) -> None:
         sources = (Source(args.gpu[0], (str(args.tables.resolve()),), (), family[-1]),)
         args.data = Path("/")
 
+    unknown = sorted(set(args.gpu or ()) - {s.gpu for s in sources})
+    if unknown:
+        parser.error(
+            f"--gpu {', '.join(unknown)}: no table sources listed for it in "
+            f"sim/calibrate/gpu.py SOURCES (known: {', '.join(s.gpu for s in sources)}); "
+            "add a Source, or fit your own tables with --tables DIR --gpu NAME"
+        )
     reports = []
     for source in sources:
         if args.gpu and source.gpu not in args.gpu:
@@ -55,6 +62,8 @@ def main(argv=None) -> None:
             continue
         print(f"fitting {source.gpu}")
         reports.append(calibrate_gpu(source, args.data, args.out))
+    if not reports:  # nothing fitted: keep the report that is there
+        parser.error(f"no tables found under {args.data} for {', '.join(args.gpu or ['any GPU'])}")
     report = args.out / (f"fit-report-{args.gpu[0]}.md" if args.tables else "fit-report.md")
     write_report(reports, report)
     print(f"wrote {args.out / 'profiles'} and {report}")
