@@ -107,6 +107,9 @@ class WorkloadConfig:
     stagger: bool = False  # closed loop: start the first `concurrency` requests evenly spread
     # over one request lifetime (the cost model's estimate) instead of all at t=0, as the
     # clients of a long benchmark drift apart; their first wave then prefills one at a time
+    cache_warm: bool = False  # the server already served these very prompts (an earlier run of
+    # the same benchmark against it): each prompt's full KV blocks are in the prefix cache at the
+    # start, the latest sent last in the pool's LRU order, as far as the pool holds them
     warmup_requests: int = _requests(0, min=0)  # the first N requests sent are warm-up: they run,
     # but the bench metrics leave them out (as a benchmark harness's warm-up)
     priority_levels: int = _requests(1, min=1)  # >1: each request draws a priority 0..k-1 (lower

@@ -146,6 +146,25 @@ class KVCacheManager:
         covered = req.first_private_id * req.content_block_tokens + 1
         return -(-covered // self.block_size) - 1
 
+    def warm(self, req: Request) -> None:
+        """`req`'s prompt as an earlier run left it: its full blocks cached and idle, at the tail
+        of the free queue (the most recently used), evicting the queue's head as the pool fills,
+        as any allocation does. Nothing without prefix caching."""
+        if not self.enable_caching:
+            return
+        pool = self.pool
+        num_full = req.prompt_len // self.block_size
+        for block_hash in req.full_block_hashes(num_full, self.block_size)[:num_full]:
+            block = pool.get_cached_block(block_hash)
+            if block is not None and block.ref_cnt == 0:
+                pool.touch([block])  # out of the queue, back in at its tail
+            elif block is None:
+                (block,) = pool.get_new_blocks(1)
+                pool.cache_full_block(block, block_hash)
+            else:  # in use (not at start-up): leave it
+                continue
+            pool.free_blocks([block])
+
     def num_blocks_of(self, req: Request) -> int:
         return len(self.req_blocks.get(req.request_id, ()))
 

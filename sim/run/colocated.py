@@ -13,6 +13,7 @@ import numpy as np
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.run.driver import Progress, check_conservation, run_simpy
+from sim.run.engine import warm_prefix_caches
 from sim.run.metrics import StepLog, requests_frame, sim_figures
 from sim.run.outputs import ParquetChunks
 from sim.run.overview import of_file
@@ -114,6 +115,8 @@ def simulate_colocated(
 def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started) -> RunResult:
     phase_log = PhaseLog() if cfg.trace else None
     engines = setup.engines(log, phases=phase_log, measure_from=workload.warmup)
+    if workload.cache_warm:
+        warm_prefix_caches(engines, workload)
     outcome = run_simpy(
         workload,
         engines,

@@ -21,6 +21,7 @@ from sim.config import PoolConfig, SimConfig
 from sim.errors import UserError
 from sim.kv.transfer import Pair
 from sim.run.disagg_driver import TTFT_PARTS, check_disagg_conservation, run_disagg
+from sim.run.engine import warm_prefix_caches
 from sim.run.metrics import StepLog, requests_frame, sim_figures
 from sim.run.setup import Setup
 from sim.run.summary import RunResult, bench_header, headline, requests_record
@@ -119,6 +120,9 @@ def simulate_disagg(
     prefill = pools.prefill.engines(logs["prefill"], measure_from=warmup, sends_kv=True)
     # replicas are numbered across the deployment
     decode = pools.decode.engines(logs["decode"], len(prefill), measure_from=warmup)
+    if workload.cache_warm:  # each pool as the earlier run left it
+        warm_prefix_caches(prefill, workload)
+        warm_prefix_caches(decode, workload)
     result = run_disagg(
         workload, prefill, decode, pools.pair, pools.prefill.model.num_layers, pools.layerwise,
         until_s=cfg.max_sim_time_s, progress=progress, router=cfg.disagg.router,

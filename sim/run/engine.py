@@ -25,6 +25,7 @@ from sim.schedulers.teaching import OrcaScheduler, StaticScheduler
 from sim.schedulers.trtllm import TrtllmScheduler
 from sim.schedulers.vllm_v0 import VllmV0Scheduler
 from sim.schedulers.vllm_v1 import VllmV1Scheduler
+from sim.workload.generate import Workload
 from sim.workload.request import Request, Status
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
@@ -148,3 +149,14 @@ class Engine:
             raise RuntimeError(f"engine {self.replica} has work but scheduled nothing at {now}")
         dt = cost.total_s
         return dt, self.finish_step(plan, cost, now, now + dt)
+
+
+def warm_prefix_caches(engines: list[Engine], workload: Workload) -> None:
+    """workload.cache_warm: each replica's prefix cache as an earlier run of the same prompts
+    left it, sent in the workload's order; with several replicas the earlier run is taken as
+    routed round robin (replica k holds requests k, k + n, ...), which an actual router of
+    idle replicas in a uniform workload comes close to."""
+    n = len(engines)
+    for k, engine in enumerate(engines):
+        for i in range(k, len(workload), n):
+            engine.kv.warm(workload.request(i))

@@ -40,6 +40,9 @@ class Workload:
     # Nothing is shared: request i's ids are 1 + [offsets[i], offsets[i+1]), not stored (a
     # million-request workload would otherwise hold tens of millions of ids)
     fresh_ids: bool = False
+    # An earlier run sent these very prompts to the server (workload.cache_warm): each
+    # prompt's KV is in the prefix cache at the start (sim/run/engine.py, warm_prefix_caches)
+    cache_warm: bool = False
 
     def __len__(self) -> int:
         return len(self.prompt_len)
@@ -91,6 +94,10 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
         )
     if cfg.warmup_requests:
         desc += f", the first {cfg.warmup_requests} as warm-up"
+    first_private = np.zeros(n, dtype=np.int64) if fresh else first_private_ids(ids, offsets)
+    if cfg.cache_warm:  # the prompts were sent before: their blocks are shareable with that run
+        first_private = np.maximum(first_private, prompt // block)
+        desc += ", prompts cached by an earlier run"
     return Workload(
         arrival,
         prompt,
@@ -102,8 +109,9 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
         desc,
         priority,
         cfg.warmup_requests,
-        np.zeros(n, dtype=np.int64) if fresh else first_private_ids(ids, offsets),
+        first_private,
         fresh,
+        cfg.cache_warm,
     )
 
 
