@@ -82,6 +82,10 @@ class Parallel:
     dp_lockstep: bool | None = None
     link_bytes_per_s: float | None = _opt(None, gt=0)
     link_latency_s: float | None = _opt(None, min=0)
+    # Pipeline stages beyond one server: GPUs per server, and the link between servers
+    # (hardware/links.yaml) that a stage boundary crossing servers sends its activations over.
+    gpus_per_node: int = _gpus(8, min=1)
+    node_link: str = "infiniband"
 
 
 @dataclass(frozen=True, slots=True)

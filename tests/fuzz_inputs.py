@@ -881,7 +881,10 @@ def check_cases(path: Path) -> str:
                 assert case.error and "\n" not in case.error, f"case error: {case.error!r}"
                 continue
             _sane_config(case.config)
-            _finite("measured", list(case.measured.values()), strict=True)
+            # a measured 0, null, NaN or text is kept with its reason (a row of its own)
+            usable = [v for k, v in case.measured.items() if k not in case.unusable]
+            _finite("measured", usable, strict=True)
+            assert all(why and "\n" not in why for why in case.unusable.values())
 
     base = SimConfig.from_mapping({})
     return _outcome(lambda: load_cases([path], base), (str(path),), sane)

@@ -179,3 +179,53 @@ def test_calibrate_refuses_a_gpu_it_has_no_tables_for(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no table sources listed for it" in err and "no tables found under" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_held_out_gemm_errors_split_decode_from_prefill_shapes(fitted):
+    """The fit report scores decode-shape GEMMs (M <= 256) apart from prefill shapes, per
+    weight format, on rows the fit never saw."""
+    _, report = fitted
+    labels = {e["label"]: e for e in report["families"]["vllm@9.9.9"]}
+    decode = labels["bf16, decode shapes (M <= 256)"]
+    prefill = labels["bf16, prefill shapes (M > 256)"]
+    whole = labels["gemm"]
+    assert decode["rows"] + prefill["rows"] == whole["rows"] > 0
+    assert decode["mape_pct"] < 5 and prefill["mape_pct"] < 5
+
+
+def test_tensorrt_llm_tables_fit_their_own_family(tmp_path):
+    """TensorRT-LLM's kernel tables become trtllm@<release> families, their attention as the
+    TRTLLM backend; a table whose framework column names another engine than its folder (SGLang
+    0.5.6.post2's all-reduce says TRTLLM) is left out rather than made a family of its own."""
+    folder = write_kernel_tables(tmp_path)
+    for kind, name in (("gemm", "gemm_perf"), ("attention", "generation_attention_perf")):
+        df = pd.read_parquet(folder / f"{kind}/vllm/9.9.9/{name}.parquet")
+        df = df.assign(framework="TRTLLM", version="1.2.0rc5", kernel_source="torch_flow")
+        if kind == "gemm":  # a zero-row GEMM, as one of these tables times: left out
+            df = pd.concat([df, df.head(1).assign(m=0)], ignore_index=True)
+        (folder / f"{kind}/trtllm/1.2.0rc5").mkdir(parents=True)
+        df.to_parquet(folder / f"{kind}/trtllm/1.2.0rc5/{name}.parquet")
+    ar = pd.read_parquet(folder / "comm/vllm/9.9.9/custom_allreduce_perf.parquet")
+    (folder / "comm/sglang/0.5.6.post2").mkdir(parents=True)
+    ar.assign(framework="TRTLLM", version="0.5.6.post2").to_parquet(
+        folder / "comm/sglang/0.5.6.post2/custom_allreduce_perf.parquet"
+    )
+    out = tmp_path / "out"
+    calibrate_gpu(Source("h100-sxm", ("h100_sxm",), (), "vllm@9.9.9"), tmp_path, out, log=print)
+    profile = GpuProfile.load(out / "profiles" / "h100-sxm.json")
+    assert set(profile.families) == {"vllm@9.9.9", "trtllm@1.2.0rc5"}
+    trt = profile.families["trtllm@1.2.0rc5"]["surfaces"]
+    assert {"gemm/bf16", "attention_decode/TRTLLM/bf16"} <= set(trt)
+    assert profile.family_for("trtllm", "1.0.0") == "trtllm@1.2.0rc5"  # the nearest measured
+    assert profile.family_for("vllm", "0.6.0") == "vllm@9.9.9"
+
+
+def test_release_order_knows_release_candidates_and_post_releases():
+    from sim.cost.profiles import _version_key
+
+    order = ["0.5.6.post2", "0.5.9", "1.2.0rc5", "1.3.0rc10", "1.3.0rc15", "1.3.0", "1.3.0.post2"]
+    assert sorted(reversed(order), key=_version_key) == order
+    families = {f"trtllm@{v}": {} for v in ("1.2.0rc5", "1.3.0rc10", "1.3.0rc20")}
+    profile = GpuProfile("h200", "trtllm@1.3.0rc20", families, None)
+    assert profile.family_for("trtllm", "1.3.0rc15") == "trtllm@1.3.0rc10"
+    assert profile.family_for("trtllm", "1.4.0") == "trtllm@1.3.0rc20"

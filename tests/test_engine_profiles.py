@@ -124,6 +124,11 @@ GOLDEN = [
     ("vllm@0.12.0", "l40s", "server", "llama-3.1-8b", {"kv_cache_dtype": "fp8"}, {
         "attention_backend": "FLASHINFER",
     }),
+    # SGLang 0.3.0: no overlap scheduler, global_config.py's ratios (tests/test_sglang_releases.py)
+    ("sglang@0.3.0", "a100-80gb", "server", "llama-3.1-8b", {}, {
+        "policy": "lpm", "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.88,
+        "async_scheduling": False, "min_new_token_ratio": 0.1, "new_token_ratio_decay": 0.001,
+    }),
     # SGLang
     ("sglang@0.3.6", "h100-sxm", "server", "llama-3.1-8b", {}, {
         "policy": "lpm", "max_num_batched_tokens": 8192, "max_prefill_tokens": 16384,
@@ -203,7 +208,7 @@ def test_between_releases_takes_the_earlier_rules_and_says_so():
     [
         ("vllm@0.3.3", "outside the known range 0.4.0 .. 0.33.0"),
         ("vllm@0.34.0", "outside the known range"),
-        ("sglang@0.2.0", "outside the known range 0.3.6 .. 0.5.23"),
+        ("sglang@0.2.0", "outside the known range 0.3.0 .. 0.5.23"),
         ("tgi@2.0", "unknown engine 'tgi'"),
     ],
 )

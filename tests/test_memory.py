@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import pytest
 
+from sim.cost.kernels import KernelPricer
+from sim.cost.step import CostModel
 from sim.engines.resolve import resolve
+from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
 from sim.kv.memory import plan_memory
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
-from tests.conftest import shared_data
+from sim.workload.request import Status
+from tests.conftest import shared_data, unit_profile
+from tests.test_scheduler_families import make, req
 
 GIB = 2**30
 
 
-def plan(model="llama-3.1-8b", hardware="h100-sxm", tp=1, **args):
+def plan(model="llama-3.1-8b", hardware="h100-sxm", tp=1, engine="vllm", **args):
     hw, m = load_hardware(hardware), load_model(model)
-    return plan_memory(hw, m, resolve("vllm", hw, m, tp, overrides=args), tp, "auto")
+    return plan_memory(hw, m, resolve(engine, hw, m, tp, overrides=args), tp, "auto")
 
 
 def test_kv_pool_is_what_remains():
@@ -104,3 +109,93 @@ def test_experts_over_every_data_parallel_rank_free_memory():
     experts = m.expert_params * 2  # bf16
     assert alone.weight_bytes - spread.weight_bytes == pytest.approx(experts / 2, rel=1e-6)
     assert spread.num_blocks > alone.num_blocks
+
+
+def test_larger_budget_and_more_sequences_shrink_the_pool_by_the_profile_peak():
+    """Llama-3.1-70B on two H100s at 0.9: raising max_num_batched_tokens 2,048 -> 16,384 and
+    max_num_seqs 256 -> 1,024 grows the profile run's peak by what the memory plan derives,
+    and the KV pool shrinks by exactly that. Both peaks are the sampler warm-up's (vLLM 0.8.5:
+    sort-based top-k/top-p, 32 bytes per logit over max_num_seqs x 128,256 plus the forward's
+    hidden states), not the forward's."""
+    small = plan("llama-3.1-70b", "h100-sxm", 2, "vllm@0.8.5", **OLD)
+    large = plan("llama-3.1-70b", "h100-sxm", 2, "vllm@0.8.5", **NEW)
+
+    def sampler(tokens, seqs):
+        return tokens * 8192 * 2 + seqs * 128_256 * 32
+
+    assert small.activation_bytes == sampler(2048, 256)
+    assert large.activation_bytes == sampler(16384, 1024)
+    drop = small.kv_cache_bytes - large.kv_cache_bytes
+    assert drop == sampler(16384, 1024) - sampler(2048, 256)
+    assert drop / GIB == pytest.approx(3.16, abs=0.01)  # ~3.2 of 4.1 GiB of KV per GPU
+    assert large.num_blocks < 0.25 * small.num_blocks
+
+
+OLD = {"max_num_batched_tokens": 2048, "max_num_seqs": 256, "max_model_len": 4096}
+NEW = {"max_num_batched_tokens": 16384, "max_num_seqs": 1024, "max_model_len": 4096}
+
+
+@pytest.mark.parametrize(
+    ("spec", "per_logit"),
+    [("vllm@0.6.6", 32), ("vllm@0.7.3", 32), ("vllm@0.8.5", 32), ("vllm@0.19.0", 14)],
+)
+def test_sampler_warm_up_by_release(spec, per_logit):
+    """The sampler's peak per logit by release: V0 and V1 0.8-0.17 sort the vocabulary; V1
+    before 0.8 ran no sampler in the profile; from 0.18 the Triton top-k/top-p works in place.
+    With a small budget the sampler, not the forward, sets the peak."""
+    args = {"max_num_batched_tokens": 1024, "max_num_seqs": 256, "max_model_len": 1024}
+    if spec == "vllm@0.6.6":
+        args["enable_chunked_prefill"] = True
+    p = plan(engine=spec, **args)
+    assert profile_sampler_bytes_per_logit("0.7.3", v1=True) == 6  # V1 opt-in: logits only
+    forward_rows = 1024 * 4096 * 2
+    assert p.activation_bytes == max(
+        1024 * 2 * (4 * 4096 + (6144 + 3 * 14336)), forward_rows + 256 * 128_256 * per_logit
+    )
+
+
+def test_forward_sets_the_peak_when_the_budget_is_large_and_sequences_few():
+    p = plan(max_num_batched_tokens=65536, max_num_seqs=8, max_model_len=4096)
+    assert p.activation_bytes == 65536 * 2 * (4 * 4096 + (6144 + 3 * 14336))
+
+
+def test_other_engines_keep_their_activation_prior():
+    """SGLang sizes its pool without activations; TensorRT-LLM subtracts the forward and the
+    fp32 logits (no vLLM sampler table)."""
+    hw, m = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    s = resolve("trtllm", hw, m, 1)
+    p = plan_memory(hw, m, s, 1, "auto")
+    forward = s.max_num_batched_tokens * 2 * (4 * 4096 + (6144 + 3 * 14336))
+    logits = s.max_num_seqs * 128_256 * 4
+    assert p.activation_bytes == max(forward + logits, 3 * logits)
+
+
+def test_recompute_preemption_re_prefills_prompt_and_outputs_and_is_priced():
+    """vLLM V1 recompute preemption: the victim's blocks are freed and, when it is admitted
+    again, its prompt and every token it had generated are prefilled anew (prefix caching
+    off, so nothing is found in the cache); the step that does it costs a prefill of that
+    length, not a decode."""
+    sched = make("vllm@0.9.2", 6, max_model_len=128, enable_prefix_caching=False)
+    a, b = req("A", 32, 40), req("B", 32, 40)
+    hw, m = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    settings = resolve("vllm@0.9.2", hw, m, 1, overrides={"enable_prefix_caching": False})
+    cost = CostModel(m, settings, 1, "auto", KernelPricer(hw, unit_profile()), unit_profile())
+    sched.add_request(a)
+    sched.add_request(b)
+    recompute_costs, marks, clock = [], {}, 0.0
+    while a.status is not Status.FINISHED or b.status is not Status.FINISHED:
+        plan_ = sched.schedule(clock)
+        for r, n, c in zip(
+            plan_.requests, plan_.num_new_tokens, plan_.num_context_tokens, strict=True
+        ):
+            if r.num_preemptions and marks.get(r.request_id) != r.num_preemptions and c == 0:
+                marks[r.request_id] = r.num_preemptions
+                assert n == r.prompt_len + r.num_output_tokens  # all of it again, one chunk
+                recompute_costs.append((cost.step_cost(plan_).gpu_s, n))
+        clock += 1.0
+        sched.update_from_output(plan_, clock)
+        assert clock < 400
+    assert recompute_costs, "the pool of 6 blocks must force a recompute preemption"
+    decode = cost.batch_cost([1], [72], 1).gpu_s
+    assert all(gpu_s > decode for gpu_s, _ in recompute_costs)
+    assert sched.num_preemptions == len(marks)

@@ -59,7 +59,7 @@ def write(tmp_path, cases, name="cases.yaml"):
             {"workload": {"poisson": {"rate": 2, "num_requests": 3}}},
             "give input_len and output_len",
         ),
-        ({"measured": {"mean_ttft_ms": -1}}, "expected a number > 0"),
+        ({"measured": [1.0]}, "measured: expected a mapping"),  # a bad value: a row's reason
         ({"measured": {}}, "measured: expected a mapping"),
         ({"parallel": {"tp": 2, "cp": 2}}, "parallel: expected a mapping"),
         ({"workload": {"bench_json": "nowhere.json"}}, "nowhere.json: no such file"),
@@ -147,16 +147,21 @@ def test_tiny_case_file_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "validate: 3 cases (1 could not be simulated)" in r.stdout
     table = list(csv.DictReader((out / "validation.csv").open()))
-    assert list(table[0]) == ["case", "metric", "measured", "predicted", "error_pct"]
+    assert list(table[0]) == [
+        *("case", "metric", "measured", "predicted", "error_pct"),  # as they always were
+        *("reason", "band_low", "band_high"),
+    ]
     assert {(t["case"], t["metric"]) for t in table} == {
         ("closed", "mean_ttft_ms"),
         ("closed", "mean_tpot_ms"),
         ("poisson", "output_throughput"),
         ("poisson", "p99_ttft_ms"),
+        ("broken", "-"),  # the refused case: one row with its reason
     }
+    assert "not in the catalogue" in next(t for t in table if t["case"] == "broken")["reason"]
     v = json.loads((out / "summary.json").read_text())["validation"]
     assert v["num_cases"] == 3 and v["num_failed"] == 1
-    assert set(v["median_abs_pct_error"]) == {r["metric"] for r in table}
+    assert set(v["median_abs_pct_error"]) == {r["metric"] for r in table} - {"-"}
     assert set(v["by_slice"]) == {"hardware", "engine", "workload", "model"}
     assert set(v["by_slice"]["hardware"]) == {"h100-sxm", "h200"}
     assert set(v["by_slice"]["workload"]) == {"closed_loop", "poisson"}
@@ -388,8 +393,10 @@ def test_suite_builds_its_case_files_from_the_shared_data(tmp_path):
     loaded = load_cases(files, BASE)
     assert len(loaded) > 500
     engines = {c.data["engine"].split("@")[0] for c in loaded}
-    assert engines == {"vllm", "sglang"}
+    assert engines == {"vllm", "sglang", "trtllm"}  # trtllm: the committed validation/ files
     assert sum(c.id.startswith("llmservingsim-") for c in loaded) == 4
+    visible = [f for f in files if f.parent.name == "validation"]
+    assert visible and all(f.suffix == ".yaml" for f in visible)
     assert any("disaggregated" in n for n in notes)
 
 
@@ -423,13 +430,24 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
         "b,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,256,16,4,2,1,,1,60.0,15.0\n"
     )
     out = tmp_path / "report"
-    assert main(["--data", str(data), "--out", str(out), "--jobs", "1"]) == 0
+    none = tmp_path / "no-visible-cases"  # validation/'s public runs are checked elsewhere
+    none.mkdir()
+    assert (
+        main(["--data", str(data), "--out", str(out), "--jobs", "1", "--visible", str(none)]) == 0
+    )
     v = json.loads((out / "summary.json").read_text())["validation"]
     assert v["num_cases"] == 3 and v["num_failed"] == 0
     names = {(t["target"], t["metric"]) for t in v["targets"]}
     assert ("vLLM rows of the silicon sample on H100/H200", "mean_tpot_ms") in names
     assert ("llmservingsim-RTXPRO6000-Llama-3.1-8B", "p90_ttft_ms") in names
     assert set(v["client_sensitivity"]) == {"mean_tpot_ms", "output_throughput", "mean_ttft_ms"}
+    assert names >= {("all cases of the suite", "TPOT"), ("all cases of the suite", "ITL")}
+    assert [t["target"] for t in v["targets"]][:3] == [
+        "vLLM rows of the silicon sample on H100/H200"
+    ] * 3
+    band = v["settings_band"]  # the vLLM row: 4 settings; the LLMServingSim run: cold / warm
+    assert band["num_cases"] == 2 and band["num_extra_runs"] == 3 + 1
+    assert len(band["settings"]) == 4 and v["slices"]
     report = (out / "report.md").read_text()
     assert "## Targets" in report and "python -m sim.validation_suite" in report
     assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()

@@ -66,9 +66,9 @@ SOURCES = (
     ),
 )
 
-# TensorRT-LLM tables wait for their kernel names to be mapped; torch@ is calibration/profile_gpu.py
-FAMILIES = ("vllm@", "sglang@", "vidur", "torch@")
-REUSE_ENGINES = ("vllm", "sglang")
+# torch@ is calibration/profile_gpu.py; TensorRT-LLM's attention tables are its TRTLLM backend
+FAMILIES = ("vllm@", "sglang@", "trtllm@", "vidur", "torch@")
+REUSE_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def _cross_model(hw, obs, source: Source, base: dict | None) -> list[dict]:
@@ -113,6 +113,11 @@ def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> 
         ignore_index=True,
     )
     obs = obs[obs["family"].str.startswith(FAMILIES) & (obs["latency_s"] > 0)]
+    # a table whose framework column names another engine than its folder is left out: SGLang
+    # 0.5.6.post2's custom all-reduce table says TRTLLM (TensorRT-LLM's kernel inside SGLang)
+    engine = obs["family"].str.split("@").str[0]
+    folder = obs["source"].str.extract(r"/(vllm|sglang|trtllm)/[^/]+/[^/]+$", expand=False)
+    obs = obs[folder.isna() | folder.eq(engine)]
     # weight formats the simulator has no name for (SGLang's int8 weight-only GEMMs) are left out
     obs = obs[~(obs["op"].isin(["gemm", "moe"]) & obs["dtype"].isna())]
     families, report = {}, {"gpu": source.gpu, "families": {}}

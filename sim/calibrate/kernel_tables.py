@@ -106,7 +106,11 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
                 "custom_allreduce_perf.parquet": _aic_allreduce,
                 "nccl_perf.parquet": _aic_nccl,
             }
-            df = _checked(pd.read_parquet(path), path, *_AIC[name])
+            df = pd.read_parquet(path)
+            if name == "gemm_perf.parquet" and "m" in df.columns:
+                # zero-row GEMMs (H100 TensorRT-LLM 1.2.0rc5 times 882 of them): nothing to price
+                df = df[df["m"].ne(0)]
+            df = _checked(df, path, *_AIC[name])
             return readers[name](df, path)
         if name == "mlp.csv":
             df = pd.read_csv(path)
@@ -210,7 +214,9 @@ def _aic_common(df: pd.DataFrame, path: Path) -> dict:
     return {"family": f"{framework}@{version}", "gpu": gpu, "model": "", "source": str(path)}
 
 
-def _backend(kernel: pd.Series, gpu: str) -> np.ndarray:
+def _backend(kernel: pd.Series, gpu: str, family: str = "") -> np.ndarray:
+    if family.startswith("trtllm@"):  # TensorRT-LLM's own attention kernels, whatever the flow
+        return np.full(len(kernel), "TRTLLM", dtype=object)
     names = {
         "vllm_flash_attn_fa3": "FLASH_ATTN_FA3",
         "vllm_flash_attn_fa4": "FLASH_ATTN_FA4",
@@ -249,7 +255,7 @@ def _aic_attention(df, path, op):
         "head_dim": df["head_dim"].to_numpy(float),
         "window": window,
         "kv_dtype": df["kv_cache_dtype"].map(DTYPES).to_numpy(),
-        "backend": _backend(df["kernel_source"], c["gpu"]),
+        "backend": _backend(df["kernel_source"], c["gpu"], c["family"]),
         "latency_s": df["latency"].to_numpy() * 1e-3,
         **c,
     }

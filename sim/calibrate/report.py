@@ -31,6 +31,7 @@ def held_out_errors(hw, obs, held, family) -> list[dict]:
                     "worst": _worst(g[ok]),
                 }
             )
+    out += _gemm_by_shape(test.assign(pred_s=pred))
     layers = layer_rows(test, pred)
     if len(layers):
         out.append(
@@ -44,6 +45,34 @@ def held_out_errors(hw, obs, held, family) -> list[dict]:
                 "worst": _worst(layers),
             }
         )
+    return out
+
+
+DECODE_M = 256  # GEMMs of at most this many rows are decode shapes (a decode batch's tokens)
+
+
+def _gemm_by_shape(test: pd.DataFrame) -> list[dict]:
+    """The kernel-table GEMMs' held-out error per weight format and shape regime: decode shapes
+    (M <= DECODE_M, bandwidth- and launch-bound) apart from prefill shapes, so a quantized
+    format priced well at prefill but badly at decode (or the reverse) shows."""
+    g = test[test["op"].eq("gemm") & test["label"].eq("gemm") & np.isfinite(test["pred_s"])]
+    out = []
+    for dtype, d in g.groupby("dtype", sort=True):
+        for name, rows in (
+            (f"{dtype}, decode shapes (M <= {DECODE_M})", d[d["m"] <= DECODE_M]),
+            (f"{dtype}, prefill shapes (M > {DECODE_M})", d[d["m"] > DECODE_M]),
+        ):
+            if len(rows):
+                err = mape_pct(rows["pred_s"].to_numpy(), rows["latency_s"].to_numpy())
+                out.append(
+                    {
+                        "op": "gemm",
+                        "label": name,
+                        "rows": len(rows),
+                        "mape_pct": round_error(err),
+                        "worst": _worst(rows),
+                    }
+                )
     return out
 
 

@@ -9,6 +9,7 @@ after) the engine version it simulates; kernel_check uses the family that matche
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,17 @@ from sim.specs.hardware import Hardware
 
 
 def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+    """Release order: 1.3.0rc10 < 1.3.0rc15 < 1.3.0 < 1.3.0.post2 < 1.3.1."""
+    key = []
+    for part in version.split("."):
+        m = re.fullmatch(r"(\d*)(rc|a|b|post|dev)?(\d*)", part)
+        if m is None:
+            key.append((0, 0, 0))
+            continue
+        num, tag, tag_num = m.groups()
+        rank = 0 if tag is None else (1 if tag == "post" else -1)
+        key.append((int(num or 0), rank, int(tag_num or 0)))
+    return tuple(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +135,14 @@ def choose_pricer(
     path = root / f"{name}.json"
     if not path.is_file():
         if cost_profile == "auto":
+            pricer = KernelPricer(hardware, prior)
+            note = _borrow_collectives(pricer, engine, version, root)
             return PricingChoice(
-                _pricer(KernelPricer(hardware, prior), "prior", None),
+                _pricer(pricer, "prior", None),
                 "prior",
                 None,
                 False,
-                f"uncalibrated roofline prior (no measured profile for {hardware.name})",
+                f"uncalibrated roofline prior (no measured profile for {hardware.name}){note}",
             )
         names = ", ".join(sorted(p.stem for p in root.glob("*.json")))
         raise UserError(
@@ -137,12 +150,48 @@ def choose_pricer(
         )
     profile = GpuProfile.load(path)
     chosen = family or profile.family_for(engine, version)
-    pricer = _pricer(profile.pricer(hardware, prior, chosen), str(path), chosen)
+    pricer = profile.pricer(hardware, prior, chosen)
+    note = _borrow_collectives(pricer, engine, version, root)
+    pricer = _pricer(pricer, str(path), chosen)
     donor = (profile.aliases or {}).get(chosen, chosen)
     source = profile.families[donor].get("source", donor)
     if donor != chosen:
         source += f" (the tables {chosen} reuses)"
-    return PricingChoice(pricer, profile.gpu, chosen, True, source)
+    if family is None and engine and version and chosen != f"{engine}@{version}":
+        if chosen.startswith(engine + "@"):
+            source += f"; the nearest measured release to {engine} {version}"
+        else:
+            source += f"; no {engine} kernels were measured on this GPU"
+    return PricingChoice(pricer, profile.gpu, chosen, True, source + note)
+
+
+def _borrow_collectives(pricer: KernelPricer, engine, version, root: Path) -> str:
+    """Give a pricer the collective tables of a kind it has none of (all-reduce, send/recv)
+    from the GPU its catalogue file names in `collectives_from` (same peer fabric), that
+    GPU's family nearest the engine release; returns the note the pricing source carries
+    ("" when nothing was borrowed)."""
+    twin = pricer.hardware.collectives_from
+    if not twin:
+        return ""
+    path = root / f"{twin}.json"
+    if not path.is_file():
+        raise UserError(
+            f"hardware {pricer.hardware.name}: collectives_from={twin!r} has no calibrated "
+            f"profile {path}; name a GPU under {root} or remove the field"
+        )
+    have = {key.split("/")[0] for key in pricer.comm}
+    donor = GpuProfile.load(path)
+    family = donor.family_for(engine, version)
+    borrowed = {
+        key: table
+        for key, table in donor.pricer(pricer.hardware, pricer.prior, family).comm.items()
+        if key.split("/")[0] not in have
+    }
+    if not borrowed:
+        return ""
+    pricer.comm = {**pricer.comm, **borrowed}
+    kinds = ", ".join(sorted({key.split("/")[0] for key in borrowed}))
+    return f"; {kinds} measured on {donor.gpu} ({family}), the same peer fabric"
 
 
 def _pricer(pricer: KernelPricer, profile: str, family: str | None) -> KernelPricer:

@@ -22,7 +22,10 @@ with, per calibration/engine_overheads.yaml,
 Swapped KV (vLLM V0 preemption_mode=swap) crosses PCIe inside the step. With expert parallelism
 (ep = tp) each GPU runs num_experts / ep whole experts instead of a 1/tp slice of every expert.
 With pipeline parallelism a micro-batch occupies each of the pp stages for 1/pp of the GPU time
-plus an activation send. Kernels are priced by the GPU's calibrated profile where one exists
+plus an activation send (over the server link where a stage boundary leaves a server). With
+TP > 1 the LM head's logits are gathered over the TP group, and the engine loop pays the
+executor's per-step cost of a multi-GPU replica (sim/cost/comm.py, engine_overheads.yaml).
+Kernels are priced by the GPU's calibrated profile where one exists
 (sim.cost.profiles), else by the roofline prior.
 """
 
@@ -34,9 +37,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim.cost.attention import AttentionCost
+from sim.cost.comm import Topology, logits_gather_s, stage_send_s
 from sim.cost.kernels import KernelPricer
 from sim.cost.prior import CostProfile
 from sim.cost.speculative import verify_cost
+from sim.engines.overheads import executor_s
 from sim.engines.settings import EngineSettings
 from sim.kv.memory import kv_heads_per_gpu
 from sim.schedulers.base import StepPlan
@@ -123,6 +128,7 @@ class CostModel:
         prior: CostProfile,
         pp: int = 1,
         ep: int = 1,
+        topology: Topology | None = None,
     ):
         self.model, self.settings, self.tp, self.pricer, self.prior = (
             model,
@@ -132,6 +138,9 @@ class CostModel:
             prior,
         )
         self.pp, self.ep = pp, ep
+        self.topology = topology or Topology()
+        # the executor's per-step cost of a replica on tp x pp GPUs (sim/engines/overheads.py)
+        self.executor_s = executor_s(settings.engine, settings.version, tp * pp)
         dtype = model.resolve_weight_dtype(weight_dtype)
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
         self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)
@@ -255,7 +264,7 @@ class CostModel:
     def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
         """(serial, hidden) CPU seconds of a step with `batch` sequences."""
         s = self.settings
-        engine = s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch
+        engine = s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch + self.executor_s
         if s.enable_prefix_caching:
             engine += s.prefix_hash_s_per_token * prefill_tokens
         output = s.cpu_output_per_seq_s * batch
@@ -284,6 +293,7 @@ class CostModel:
         lm_head = (
             float(self.pricer.gemm_s(batch, vocab / self.tp, h, "bf16").sum()) if batch else 0.0
         )
+        lm_head += logits_gather_s(self.pricer, batch, vocab, self.tp)  # vocab split over TP
         return lm_head + float(self.pricer.elementwise_s(max(batch, 1) * vocab * 4 * 3, "sampler"))
 
     def _per_token_count(self, t: int) -> tuple[float, float, float, float]:
@@ -342,9 +352,7 @@ class CostModel:
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
-        p2p = 0.0
-        if self.pp > 1:
-            p2p = float(self.pricer.sendrecv_s(t * self.model.hidden_size * ACT_BYTES))
+        p2p = stage_send_s(self.pricer, t, self.model.hidden_size, self.tp, self.pp, self.topology)
         return StepCost(
             linear_s=linear,
             moe_s=moe,

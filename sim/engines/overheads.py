@@ -51,3 +51,14 @@ def cpu_overheads(family: str, release: str) -> tuple[dict[str, float], str]:
 def basis(family: str, release: str) -> str:
     """The text that says what the line's numbers are based on."""
     return str(_line(family, release)["basis"])
+
+
+def executor_s(family: str, release: str, workers: int) -> float:
+    """Seconds the executor adds to each step of a replica of `workers` GPUs (tp x pp) in
+    `family`'s line of `release`: tp_step_s once it has more than one, plus tp_rank_s for each
+    worker beyond the first; 0 for one GPU, for an engine the table does not list (the
+    teaching engines) and for a line without the fields."""
+    if workers <= 1 or family not in _table():
+        return 0.0
+    line = _line(family, release)
+    return float(line.get("tp_step_s", 0.0)) + float(line.get("tp_rank_s", 0.0)) * (workers - 1)

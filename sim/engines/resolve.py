@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from sim.engines import features, sglang, speculative, teaching, trtllm, vllm
+from sim.engines import features, multistep, sglang, speculative, teaching, trtllm, vllm
 from sim.engines.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
@@ -184,7 +184,7 @@ def resolve(
     by_name = {names.get(k, k): k for k in SETTING_NAMES} | {k: k for k in SETTING_NAMES}
     for key, value in overrides.items():
         if key in SPECIAL:
-            _special(name, key, value, values, rules)
+            _special(name, rule_set, key, value, values, rules)
         elif key in by_name and (by_name[key] in applicable or key in SETTING_NAMES):
             knob = by_name[key]
             value = _coerce(key, value, SETTING_TYPES[knob])
@@ -211,7 +211,7 @@ def resolve(
     return settings
 
 
-def _special(engine: str, key: str, value, values: dict, rules: dict) -> None:
+def _special(engine: str, rule_set: str, key: str, value, values: dict, rules: dict) -> None:
     rule = f"user override (engine_args.{key})"
     match key:
         case "enforce_eager":
@@ -227,14 +227,13 @@ def _special(engine: str, key: str, value, values: dict, rules: dict) -> None:
         case "spec_acceptance":
             values["spec_acceptance"] = speculative.parse_acceptance(key, value)
             rules["spec_acceptance"] = rule
-        case "schedule_conservativeness":  # SGLang: scales the admission ratios
+        case "schedule_conservativeness":  # SGLang: scales the admission ratios, by release
             c = _coerce(key, value, float)
             if c <= 0:
                 raise UserError(f"engine_args.{key}={value!r}: must be > 0")
-            init = min(sglang.INIT_RATIO * c, 1.0)
-            low = min(init * sglang.MIN_RATIO_FACTOR, 1.0)
+            init, low, decay = sglang.token_ratios(rule_set, c)
             values["new_token_ratio"], values["min_new_token_ratio"] = init, low
-            values["new_token_ratio_decay"] = (init - low) / sglang.DECAY_STEPS
+            values["new_token_ratio_decay"] = decay
             for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
                 rules[knob] = rule
 
@@ -404,6 +403,11 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
         bad("long_prefill_token_threshold must be >= 0 (0 = no cap)")
     if s.num_scheduler_steps < 1:
         bad("num_scheduler_steps must be >= 1")
+    why = multistep.multi_step_error(  # which releases have multi-step, and with what
+        s.engine, s.version, s.scheduler, s.num_scheduler_steps, s.enable_chunked_prefill
+    )
+    if why:
+        bad(why)
     if s.cpu_step_overhead_s < 0 or s.cpu_per_seq_overhead_s < 0:
         bad("CPU overheads must be >= 0")
     if model.mla is not None and s.attention_backend == "FLASHMLA" and s.block_size != 64:

@@ -4,6 +4,16 @@ Read from the released sources of 0.3.6, 0.4.6 and 0.5.10.post1 (sdists) and 0.5
 srt/server_args.py (0.5.23: srt/arg_groups/), managers/scheduler.py, managers/schedule_policy.py,
 model_executor/model_runner.py, model_executor/cuda_graph_runner.py, global_config.py. GPU
 memory tiers compare the memory nvidia-smi reports (MiB; H100-SXM 81559, H200 143771).
+
+0.3.0 .. 0.3.5 were read from their wheels (`pip download sglang==0.3.N --no-deps`): the same
+files, with managers/tp_worker.py and managers/policy_scheduler.py in place of scheduler.py and
+schedule_policy.py before 0.3.3. What differs from 0.3.6: no overlap scheduler before 0.3.4 and
+opt-in in 0.3.4-0.3.5 (enable_overlap_schedule); no GPU-memory tiers (chunk 8192, graphs up to
+160 on every GPU); mem_fraction_static 0.83 at TP 8; before 0.3.5 the ratios of global_config.py
+(0.7, floor 0.1 x schedule_conservativeness, 0.001 per step) and lpm at any queue length; before
+0.3.3 no batch_is_full, so admission is retried at every step; 0.3.0's request pool holds
+5120. 0.3.0-0.3.3 also run up to 10 decode steps between admissions (num_continue_decode_steps),
+but stop after one when a running request streams, as every simulated request does.
 """
 
 from __future__ import annotations
@@ -16,9 +26,21 @@ from sim.engines.versions import version_tuple
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
 
-RELEASES = ("0.3.6", "0.4.6", "0.5.10", "0.5.23")
+RELEASES = (
+    "0.3.0",
+    "0.3.1",
+    "0.3.2",
+    "0.3.3",
+    "0.3.4",
+    "0.3.5",
+    "0.3.6",
+    "0.4.6",
+    "0.5.10",
+    "0.5.23",
+)
 # The last release read (of RELEASES) whose srt/models/ lacks an architecture of the catalogue;
-# releases between it and the next one read are not known either way.
+# releases between it and the next one read are not known either way. (0.3.0-0.3.5 have the
+# same catalogue architectures as 0.3.6: Llama, Mistral, Mixtral, Qwen2.)
 ARCHITECTURE_ABSENT_THROUGH = {
     "DeepseekV3ForCausalLM": "0.3.6",
     "Gemma3ForConditionalGeneration": "0.3.6",
@@ -36,6 +58,9 @@ MIB = 2**20
 INIT_RATIO = 0.7  # init_new_token_ratio (x schedule_conservativeness, at most 1)
 MIN_RATIO_FACTOR = 0.14  # min_new_token_ratio = init x 0.14
 DECAY_STEPS = 600  # the ratio falls from init to min over 600 decode steps
+OLD_MIN_RATIO = 0.1  # before 0.3.5: base_min_new_token_ratio (x schedule_conservativeness)
+OLD_DECAY = 0.001  # before 0.3.5: new_token_ratio_decay per decode step
+LPM_MAX_QUEUE = 128  # 0.3.5+: above this many waiting requests, lpm falls back to fcfs
 FA3_ARCHS = ("Qwen2", "Qwen3", "Llama", "Mistral", "Gemma2", "Gemma3", "Llama4")
 APPLICABLE = (
     "max_num_seqs",
@@ -77,7 +102,8 @@ NAMES = {
     "block_size": "page_size",
     "cudagraph_capture_sizes": "cuda_graph_bs",
 }
-MEM_FRACTION_BY_TP = {  # 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
+MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
+    "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
     "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
     "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
 }
@@ -94,9 +120,12 @@ def unsupported_model(version: str, model: ModelSpec) -> str | None:
         return None
     newest = absent == RELEASES[-1]  # absent from every release read
     if newest or version_tuple(version) <= version_tuple(absent):
+        where = f"SGLang {absent}'s srt/models/"
+        if version in RELEASES and version_tuple(version) < version_tuple(absent):
+            where = f"SGLang {version}'s srt/models/ (nor in any release read up to {absent})"
         return (
             f"SGLang {version} cannot serve {model.name}: {model.architecture} is not in "
-            f"SGLang {absent}'s srt/models/" + ("" if newest else "; use a later release")
+            f"{where}" + ("" if newest else "; use a later release")
         )
     return None
 
@@ -104,6 +133,8 @@ def unsupported_model(version: str, model: ModelSpec) -> str | None:
 def _chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
     """(chunked_prefill_size, cuda_graph_max_bs, rule) by release and GPU memory."""
     gib = mem_mib / 1024
+    if v < (0, 3, 6):  # server_args.py: 8192 and cuda_graph_runner.py's 1, 2, 4, 8..160
+        return 8192, CAPTURE_MAX, "the same on every GPU (memory tiers arrive in 0.3.6)"
     if v < (0, 5, 0):
         if mem_mib < 25000:
             bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
@@ -140,14 +171,21 @@ def defaults(
     def put(knob, value, rule):
         values[knob], rules[knob] = value, rule
 
-    put("scheduler", "sglang", f"{at}: prefill-first scheduler (managers/scheduler.py)")
+    names = _names(v)
+    loop = "managers/scheduler.py" if v >= (0, 3, 3) else "managers/tp_worker.py"
+    put("scheduler", "sglang", f"{at}: prefill-first scheduler ({loop})")
     chunk, graph_bs, tier = _chunk_and_graph_bs(v, mem_mib, tp)
     put("max_num_batched_tokens", chunk, f"{at}: chunked_prefill_size {chunk}: {tier}")
     values["graph_max_bs"] = graph_bs
     rules["cudagraph_capture_sizes"] = f"{at}: cuda_graph_max_bs {graph_bs}: {tier}"
+    if v < (0, 3, 5):
+        rules["cudagraph_capture_sizes"] = (
+            f"{at}: capture sizes up to {graph_bs}, fixed (model_executor/cuda_graph_runner.py; "
+            "no cuda_graph_max_bs before 0.3.5)"
+        )
     put("max_prefill_tokens", 16384, f"{at}: max_prefill_tokens 16384")
     put("max_num_seqs", 4096, f"{at}: max_running_requests derived from the KV pool")
-    put("max_model_len", _max_model_len(model, overrides, NAMES), "derived from the model")
+    put("max_model_len", _max_model_len(model, overrides, names), "derived from the model")
     put("enable_chunked_prefill", True, f"{at}: chunked prefill by chunked_prefill_size")
     put("enable_prefix_caching", True, f"{at}: radix cache on")
     put("long_prefill_token_threshold", 0, "not an SGLang setting")
@@ -155,18 +193,19 @@ def defaults(
     put("policy", policy, f"{at}: schedule_policy {policy}")
     put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
     put("scheduler_reserve_full_isl", False, "not an SGLang setting")
-    put("async_scheduling", True, f"{at}: overlap scheduler on (disable_overlap_schedule False)")
+    put("async_scheduling", *_overlap(v, at))
     put("async_output_proc", True, f"{at}: detokenisation in its own process")
     put("num_scheduler_steps", 1, "not an SGLang setting")
     put("capacity_policy", "", "not an SGLang setting")
-    low = INIT_RATIO * MIN_RATIO_FACTOR
-    put("new_token_ratio", INIT_RATIO, f"{at}: init_new_token_ratio 0.7 (global config)")
-    put("min_new_token_ratio", low, f"{at}: init x 0.14 = {low:.3f}")
-    put(
-        "new_token_ratio_decay",
-        (INIT_RATIO - low) / DECAY_STEPS,
-        f"{at}: (init - min) / 600 per decode step",
-    )
+    init, low, decay = token_ratios(release, 1.0)
+    if v < (0, 3, 5):
+        put("new_token_ratio", init, f"{at}: init_new_token_ratio 0.7 (global_config.py)")
+        put("min_new_token_ratio", low, f"{at}: base_min_new_token_ratio 0.1 (global_config.py)")
+        put("new_token_ratio_decay", decay, f"{at}: 0.001 per decode step (global_config.py)")
+    else:
+        put("new_token_ratio", init, f"{at}: init_new_token_ratio 0.7 (global config)")
+        put("min_new_token_ratio", low, f"{at}: init x 0.14 = {low:.3f}")
+        put("new_token_ratio_decay", decay, f"{at}: (init - min) / 600 per decode step")
     if v < (0, 5, 0):
         put("retract_decode_steps", 20, f"{at}: retract until 20 decode steps' tokens are free")
         put("retract_ratio_offset", 0, f"{at}: new ratio = (decoded + 20 x left) / max_new_tokens")
@@ -191,14 +230,60 @@ def defaults(
     put("num_gpu_blocks_override", 0, "not an SGLang setting")
     put("cudagraph_mode", "FULL_DECODE_ONLY", f"{at}: decode batches run as CUDA graphs")
     put("compile", False, f"{at}: torch.compile off by default")
-    return values, rules, APPLICABLE, NAMES
+    return values, rules, APPLICABLE, names
+
+
+def _names(v) -> dict:
+    """The engine's own argument names: the overlap switch is enable_overlap_schedule in
+    0.3.4-0.3.5 and absent before (server_args.py)."""
+    names = dict(NAMES)
+    if v < (0, 3, 6):
+        del names["async_scheduling"]
+        if v >= (0, 3, 4):
+            names["async_scheduling"] = "enable_overlap_schedule"
+    return names
+
+
+def _overlap(v, at: str) -> tuple[bool, str]:
+    if v < (0, 3, 4):
+        return False, f"{at}: no overlap scheduler (it arrives, opt-in, in 0.3.4)"
+    if v < (0, 3, 6):
+        return False, f"{at}: overlap scheduler off (enable_overlap_schedule False, experimental)"
+    return True, f"{at}: overlap scheduler on (disable_overlap_schedule False)"
+
+
+def token_ratios(release: str, conservativeness: float) -> tuple[float, float, float]:
+    """(init, floor, decay per decode step) of new_token_ratio under schedule_conservativeness.
+    From 0.3.5 (managers/scheduler.py): init = 0.7 x c, floor = init x 0.14, decaying to it
+    over 600 steps. Before (managers/tp_worker.py, then scheduler.py; global_config.py): only
+    the floor scales, 0.1 x c; init 0.7 and 0.001 per step are fixed."""
+    c = conservativeness
+    if version_tuple(release) < (0, 3, 5):
+        return INIT_RATIO, min(OLD_MIN_RATIO * c, 1.0), OLD_DECAY
+    init = min(INIT_RATIO * c, 1.0)
+    low = min(init * MIN_RATIO_FACTOR, 1.0)
+    return init, low, (init - low) / DECAY_STEPS
+
+
+def lpm_queue_limit(release: str) -> int | None:
+    """Above this many waiting requests lpm falls back to arrival order (0.3.5+,
+    managers/schedule_policy.py); None: lpm sorts a queue of any length (0.3.0-0.3.4)."""
+    return LPM_MAX_QUEUE if version_tuple(release) >= (0, 3, 5) else None
+
+
+def admission_waits_for_a_finish(release: str) -> bool:
+    """0.3.3+ (managers/scheduler.py batch_is_full): after an admission fails, none is tried
+    until a running request finishes or is retracted. 0.3.0-0.3.2 (managers/tp_worker.py
+    get_new_prefill_batch) try again at every step."""
+    return version_tuple(release) >= (0, 3, 3)
 
 
 def _mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple[float, str]:
     if v < (0, 5, 0):
         if v >= (0, 4, 0) and mem_mib > 81920:
             return round((mem_mib - 13 * 1024) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
-        table = MEM_FRACTION_BY_TP["0.3.6" if v < (0, 4, 0) else "0.4.6"]
+        line = "0.3.0" if v < (0, 3, 6) else "0.3.6" if v < (0, 4, 0) else "0.4.6"
+        table = MEM_FRACTION_BY_TP[line]
         frac = next(f for t, f in table if tp >= t)
         return frac, f"by TP {tp}"
     # 0.5: (memory - reserved) / memory, reserved in MiB; the prefill-graph term (8 MiB per
@@ -258,12 +343,16 @@ def attention_backend(
 
 
 def after_memory(settings, pool_tokens: int):
-    """max_running_requests: half the pool's tokens, within the request pool's size."""
-    req_pool = min(max(int(pool_tokens / settings.max_model_len * 512), 2048), 4096)
-    value = max(1, min(pool_tokens // 2, req_pool))
+    """max_running_requests: half the pool's tokens, within the request pool's size (0.3.0:
+    a pool of up to 5120 requests, of which one stays free; model_runner.py, tp_worker.py)."""
+    first = version_tuple(settings.rule_set) < (0, 3, 1)
+    req_pool = min(
+        max(int(pool_tokens / settings.max_model_len * 512), 2048), 5120 if first else 4096
+    )
+    value = max(1, min(pool_tokens // 2, req_pool - (1 if first else 0)))
     rule = (
         f"sglang {settings.rule_set}: min(KV pool {pool_tokens} tokens / 2, request pool "
-        f"{req_pool}) (model_runner.py init_memory_pool)"
+        f"{req_pool}{' - 1' if first else ''}) (model_runner.py init_memory_pool)"
     )
     return replace(settings, max_num_seqs=value, rules={**settings.rules, "max_num_seqs": rule})
 

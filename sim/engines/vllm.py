@@ -8,6 +8,7 @@ rules of the nearest earlier one.
 
 from __future__ import annotations
 
+from sim.engines.multistep import steps_asked
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
@@ -214,6 +215,13 @@ def defaults(
         else:
             why = "V0: off, sliding window or MLA blocks the >32K auto-on"
         put("enable_chunked_prefill", False, f"{at}: {why} ({SRC_AU})")
+    if values["enable_chunked_prefill"] and not v1 and steps_asked(overrides) > 1 and v < (0, 6, 4):
+        put(  # rule sets 0.5.5-0.6.0 cover 0.5.5-0.6.3; 0.6.2 first took both (PR #8378)
+            "enable_chunked_prefill",
+            False,
+            f"{at}: off with num_scheduler_steps > 1: multi-step runs prefills whole before "
+            f"0.6.2 ({SRC_AU} create_engine_config refuses both, issue #8274 on 0.6.0)",
+        )
     chunked = values["enable_chunked_prefill"]
     seqs, budget, why = _budgets(v, v1, at, hw, entry_point)
     put("max_num_seqs", seqs, why)
@@ -264,7 +272,14 @@ def defaults(
     put(
         "num_scheduler_steps",
         1,
-        f"{at}: {'multi-step scheduling is opt-in (0.5.5-0.10.0)' if not v1 else 'V0 only'}",
+        f"{at}: "
+        + (
+            "V0 only (multi-step scheduling: 0.5.5-0.10.0)"
+            if v1
+            else "multi-step scheduling is opt-in (0.5.5-0.10.0, PR #7000)"
+            if v >= (0, 5, 5)
+            else "absent: multi-step scheduling arrives in 0.5.5 (PR #7000)"
+        ),
     )
     async_on = v1 and v >= (0, 14, 0)
     put(
@@ -427,6 +442,26 @@ def graph_memory_subtracted(release: str) -> bool:
     """From 0.20.0 the CUDA-graph pool is profiled and subtracted before KV sizing
     (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1)."""
     return version_tuple(release) >= (0, 20, 0)
+
+
+def profile_sampler_bytes_per_logit(release: str, v1: bool) -> int:
+    """GPU bytes per (row x vocabulary) entry at the peak of the profile run's sampler warm-up
+    (one row per sequence, max_num_seqs rows; the lm-head output in bf16 is held meanwhile).
+
+    V0 (worker/model_runner.py profile_run: top_p 0.99, top_k vocab-1) and V1 from 0.8.0
+    (PR #13594, v1/worker/gpu_model_runner.py _dummy_sampler_run: top_p 0.9, top_k vocab-1) run
+    the sort-based top-k/top-p of the PyTorch path (FlashInfer sampling is opt-in): bf16 logits
+    2 + fp32 copy 4 + sorted values 4 + sort indices (int64) 8 + top-k mask 1 + softmax 4 +
+    cumsum 4 + top-p mask 1 + the re-sorted scatter 4 = 32. V1 before 0.8.0 ran no sampler in
+    the profile: the logits only (bf16 2 + fp32 4). From 0.18.0 (the first release whose API
+    docs list v1/sample/ops/topk_topp_triton.py, PR #33538) the Triton kernel masks in place:
+    bf16 2 + fp32 4 + probabilities 4 + exponential noise 4 = 14."""
+    v = version_tuple(release)
+    if v1 and v < (0, 8, 0):
+        return 6
+    if v1 and v >= (0, 18, 0):
+        return 14
+    return 32
 
 
 def capture_sizes(

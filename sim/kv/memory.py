@@ -3,7 +3,9 @@
 vLLM (and the teaching engines):
     GPU memory x gpu_memory_utilization
       - weights (this GPU's shard)
-      - peak activations of a profile run at the token budget (and the sampler warm-up)
+      - the peak of the profile run: one forward over max_num_batched_tokens tokens split over
+        max_num_seqs sequences, then the sampler warm-up on one row per sequence (the larger of
+        the two; see activation_peak_bytes)
       - CUDA-graph pool (versions that subtract it before sizing the KV cache)
       - non-torch memory (CUDA context, NCCL and library workspaces)
       - linear-attention state for max_num_seqs requests
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from sim.engines.settings import EngineSettings
+from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import DTYPE_BYTES, Attention, ModelSpec
@@ -30,7 +33,7 @@ from sim.specs.model_config import load_model
 GIB = 2**30
 ACT_BYTES = 2  # bf16 activations
 LOGIT_BYTES = 4  # logits are upcast to fp32
-SAMPLER_COPIES = 3  # logits, probabilities and sorted values live together in the warm-up (prior)
+SAMPLER_COPIES = 3  # other engines: logits, probabilities and sorted values together (prior)
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
@@ -74,7 +77,17 @@ def layer_kv_bytes_per_token_per_gpu(model: ModelSpec, layer, kv_dtype: str, tp:
 
 
 def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
-    """Peak of the start-up profile run: one forward at the token budget, then the sampler."""
+    """Peak of the start-up profile run: one forward at the token budget, then the sampler.
+
+    The forward (an estimate): per token the residual stream and the layer's input, the norm
+    and attention outputs (4 x hidden), this rank's q/k/v, and the MLP's gate/up output with
+    its activation (3 x intermediate / tp), in bf16. vLLM then frees the forward's buffers but
+    keeps its hidden states (tokens x hidden) while the sampler warms up on max_num_seqs rows
+    of the full vocabulary (every rank: V1 gathers the logits to all, V0 sizes the pool by the
+    smallest rank's count, which is the sampling rank's); its peak bytes per entry come by
+    release from profile_sampler_bytes_per_logit. Other engines: the forward plus fp32 logits,
+    or three fp32 copies of them (a prior).
+    """
     t = settings.max_num_batched_tokens
     h = model.hidden_size
     mlp_width = model.intermediate_size
@@ -86,6 +99,12 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
         )
     qkv = model.q_width + 2 * model.kv_width
     forward = t * ACT_BYTES * (4 * h + (qkv + 3 * mlp_width) // tp)
+    if settings.scheduler in ("vllm_v0", "vllm_v1"):
+        rows = min(settings.max_num_seqs, t)
+        per_logit = profile_sampler_bytes_per_logit(
+            settings.version, settings.scheduler != "vllm_v0"
+        )
+        return max(forward, t * h * ACT_BYTES + rows * model.vocab_size * per_logit)
     logits = settings.max_num_seqs * model.vocab_size * LOGIT_BYTES
     return max(forward + logits, SAMPLER_COPIES * logits)
 

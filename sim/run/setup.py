@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim.config import SimConfig
+from sim.cost.comm import topology
 from sim.cost.prior import CostProfile
 from sim.cost.profiles import PricingChoice, choose_pricer
 from sim.cost.step import CostModel
@@ -22,6 +23,7 @@ from sim.run.metrics import StepLog
 from sim.run.phases import PhaseLog
 from sim.schedulers.base import SchedulerOptions
 from sim.specs.hardware import Hardware, load_hardware
+from sim.specs.links import link_names
 from sim.specs.model import ModelSpec
 from sim.specs.model_config import load_model
 
@@ -67,6 +69,11 @@ class Setup:
         par = cfg.parallel
         tp = par.tp
         check_parallel(model, settings, par.tp, par.pp, par.ep, par.dp)
+        if par.node_link not in link_names():
+            raise UserError(
+                f"parallel.node_link={par.node_link!r} is not in hardware/links.yaml; "
+                f"choose one of: {', '.join(link_names())}"
+            )
         memory = plan_memory(hardware, model, settings, tp, cfg.dtype, par.pp, par.ep)
         settings = after_memory(settings, memory.kv_capacity_tokens)
         prior = CostProfile.load("prior")
@@ -88,15 +95,17 @@ class Setup:
         return par.dp > 1 and vllm and self.model.moe is not None
 
     def cost_model(self) -> CostModel:
+        par = self.config.parallel
         return CostModel(
             self.model,
             self.settings,
-            self.config.parallel.tp,
+            par.tp,
             self.config.dtype,
             self.pricing.pricer,
             self.prior,
-            self.config.parallel.pp,
-            self.config.parallel.ep,
+            par.pp,
+            par.ep,
+            topology(par.tp, par.pp, par.gpus_per_node, par.node_link, self.hardware),
         )
 
     def engines(

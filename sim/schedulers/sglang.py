@@ -5,7 +5,7 @@ by default):
   1. Prefill, if anything can be admitted. A request whose prefill is in progress (the chunked
      request) continues first; then waiting requests in policy order (`lpm`: longest cached
      prefix first, falling back to arrival order when more than 128 wait; `fcfs`: arrival
-     order), while
+     order; 0.3.0-0.3.4 sort a queue of any length), while
        - running + admitted < max_running_requests,
        - the tokens left to prefill this step (chunked_prefill_size) and max_prefill_tokens
          allow (the first request may exceed max_prefill_tokens),
@@ -13,7 +13,8 @@ by default):
          4096) on top of what the running requests are expected to still need: for each,
          its remaining max_new_tokens x new_token_ratio.
      A prompt longer than the chunk left is cut to it and becomes the chunked request, which
-     ends the batch. Decodes wait while prefills run.
+     ends the batch. Decodes wait while prefills run. From 0.3.3, once admission fails none is
+     tried until a running request leaves (batch_is_full); 0.3.0-0.3.2 try at every step.
   2. Otherwise decode every running request one token. If the pool cannot hold the step,
      requests are retracted (fewest output tokens, then longest prompt, first) until what is
      left can decode 20 more steps; they return to the waiting queue to be recomputed, and
@@ -24,6 +25,7 @@ by default):
 
 from __future__ import annotations
 
+from sim.engines import sglang as releases
 from sim.engines.settings import EngineSettings
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
@@ -31,7 +33,6 @@ from sim.workload.request import Request
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's cap on max_new_tokens in admission estimates
 RETRACT_DECODE_STEPS = 20  # decode steps the batch must be able to run after a retraction
-LPM_MAX_QUEUE = 128  # above this many waiting requests, lpm falls back to fcfs
 
 
 class SglangScheduler(SchedulerBase):
@@ -46,6 +47,8 @@ class SglangScheduler(SchedulerBase):
         self.chunk_size = settings.max_num_batched_tokens  # chunked_prefill_size
         self.max_prefill_tokens = settings.max_prefill_tokens
         self.lpm = settings.policy == "lpm"
+        self.lpm_max_queue = releases.lpm_queue_limit(settings.rule_set)  # None: no limit
+        self.full_is_sticky = releases.admission_waits_for_a_finish(settings.rule_set)
         self.init_ratio = settings.new_token_ratio
         self.min_ratio = settings.min_new_token_ratio
         self.decay = settings.new_token_ratio_decay
@@ -81,7 +84,7 @@ class SglangScheduler(SchedulerBase):
         if self.chunked is None and (self.batch_is_full or not self.waiting):
             return None
         if self.chunked is None and len(self.running) >= self.max_num_seqs:
-            self.batch_is_full = True
+            self.batch_is_full = self.full_is_sticky
             return None
         base = self.kv.num_free_blocks * self.kv.block_size  # free + evictable
         total_off = sum(
@@ -113,7 +116,7 @@ class SglangScheduler(SchedulerBase):
         if self.chunked is None:
             for req in self._order():
                 if len(self.running) >= self.max_num_seqs:
-                    self.batch_is_full = True
+                    self.batch_is_full = self.full_is_sticky
                     break
                 if rem_chunk <= 0 or rem_input <= 0:
                     break
@@ -138,7 +141,7 @@ class SglangScheduler(SchedulerBase):
                     no_token = True
                     break
         if no_token and (reqs or len(self.running) > len(reqs)):
-            self.batch_is_full = True
+            self.batch_is_full = self.full_is_sticky
         if not reqs:
             return None
         return self._plan(reqs, new_tokens, 0)
@@ -146,7 +149,8 @@ class SglangScheduler(SchedulerBase):
     def _order(self) -> list[Request]:
         """Waiting requests in the order the policy tries them."""
         queue = list(self.waiting)
-        if self.lpm and len(queue) <= LPM_MAX_QUEUE and self.kv.enable_caching:
+        limit = self.lpm_max_queue
+        if self.lpm and (limit is None or len(queue) <= limit) and self.kv.enable_caching:
             hit = {r.request_id: self.kv.get_computed_blocks(r)[1] for r in queue}
             queue.sort(key=lambda r: -hit[r.request_id])  # stable: ties keep arrival order
         return queue
@@ -175,7 +179,8 @@ class SglangScheduler(SchedulerBase):
 
     def advance_decode_state(self, num_steps: int) -> None:
         if self.waiting and len(self.running) >= self.max_num_seqs:
-            self.batch_is_full = True  # what the first step's admission attempt records
+            # what the first step's admission attempt records
+            self.batch_is_full = self.full_is_sticky
         for _ in range(num_steps):  # each decode step without retraction decays the ratio
             self.new_token_ratio = max(self.new_token_ratio - self.decay, self.min_ratio)
 

@@ -9,8 +9,14 @@ CPU memory over PCIe; with nothing preempted, swapped requests come back first.
 With chunked prefill (on by default for long contexts from 0.5.3): one budget per step, decodes
 first, then running prefill chunks, then swapped requests, then new prefills in chunks.
 
-Multi-step scheduling (num_scheduler_steps = n > 1, 0.6): a decode batch runs n steps in a row
-without rescheduling; new requests wait for the window to end.
+Multi-step scheduling (num_scheduler_steps = n > 1, 0.5.5 to 0.10.0): a decode batch runs n steps
+in a row without rescheduling; new requests wait for the window to end (the scheduler is not
+called while steps of the window remain: engine/llm_engine.py step(), _has_remaining_steps,
+0.6.0). Before 0.6.2 the client sees a window's tokens together at its end: intermediate steps
+return no outputs (llm_engine.py step(), "Multi-step case", 0.6.0), so a streaming client
+gets one chunk per window, and a request that finishes inside a window ends with it (its row
+runs to the window's end: the engine learns of the end only then). From
+0.6.2 multi_step_stream_outputs (default True, PR #8335) streams each step's tokens.
 """
 
 from __future__ import annotations
@@ -18,9 +24,13 @@ from __future__ import annotations
 from collections import deque
 
 from sim.engines.settings import EngineSettings
+from sim.engines.versions import version_tuple
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
+from sim.workload.records import ItlLog
 from sim.workload.request import Request, Status
+
+STREAM_EACH_STEP_FROM = (0, 6, 2)  # multi_step_stream_outputs, default True (PR #8335)
 
 
 class VllmV0Scheduler(SchedulerBase):
@@ -41,13 +51,54 @@ class VllmV0Scheduler(SchedulerBase):
         self.swapped_blocks: dict[int, int] = {}
         self.num_scheduler_steps = settings.num_scheduler_steps
         self.window_left = 0  # decode steps left in the current multi-step window
+        # burst: a window's tokens reach the client at its end (multi-step before 0.6.2)
+        self.burst = (
+            self.num_scheduler_steps > 1 and version_tuple(settings.version) < STREAM_EACH_STEP_FROM
+        )
+        self.unshown: dict[int, tuple[Request, float | None]] = {}  # id -> (req, last shown)
+        self.done_unshown: list[Request] = []  # finished inside the window, not yet told
+        self.window_left_at_finish: dict[int, int] = {}  # ... and the window's steps left then
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.swapped)
 
     def held_requests(self) -> list[Request]:
-        return [*self.waiting, *self.running, *self.swapped]
+        return [*self.waiting, *self.running, *self.swapped, *self.done_unshown]
+
+    def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
+        if not self.burst:
+            return super().update_from_output(plan, end_s)
+        # tokens are sampled each step, but the client sees them when the window ends: one
+        # chunk per request, so one inter-token gap per window (the benchmark client counts
+        # an SSE chunk of several tokens as one ITL entry), the window's length
+        log, self.itl = self.itl, ItlLog(self.itl.measure_from)  # gaps worked out below
+        outputs = [r.num_output_tokens for r in plan.requests]
+        shown = [r.last_token_s for r in plan.requests]
+        finished = super().update_from_output(plan, end_s)
+        self.itl = log
+        for req, out, last in zip(plan.requests, outputs, shown, strict=True):
+            if out > 0 and req.num_output_tokens > out:  # a decode token (a first is shown)
+                self.unshown.setdefault(req.request_id, (req, last))
+        if self.window_left > 0 and self.running:  # the window goes on: hold the news back
+            for req in finished:
+                req.status, req.finish_s = Status.RUNNING, None
+                self.window_left_at_finish[req.request_id] = self.window_left
+            self.done_unshown.extend(finished)
+            return []
+        gaps = []
+        for req, last in self.unshown.values():
+            if last is not None and req.request_id >= log.measure_from:
+                gaps.append(end_s - last)
+            req.last_token_s = end_s
+        self.itl.add(gaps)
+        for req in self.done_unshown:
+            req.status, req.finish_s = Status.FINISHED, end_s
+        finished = [*self.done_unshown, *finished]
+        self.unshown.clear()
+        self.done_unshown = []
+        self.window_left_at_finish.clear()
+        return finished
 
     def schedule(self, now: float) -> StepPlan:
         reqs: list[Request] = []
@@ -60,7 +111,14 @@ class VllmV0Scheduler(SchedulerBase):
         if self.window_left > 0:  # multi-step: the window's decode batch again
             self.window_left -= 1
             swap_bytes = self._running(reqs, new_tokens, chunked=False)
-            return self._plan(reqs, new_tokens, self.num_preemptions - before, swap_bytes)
+            plan = self._plan(reqs, new_tokens, self.num_preemptions - before, swap_bytes)
+            if self.done_unshown:  # finished unknown to the engine: their rows still run
+                plan.padding_context = tuple(
+                    r.num_computed_tokens + self.window_left_at_finish[r.request_id]
+                    - self.window_left - 1
+                    for r in self.done_unshown
+                )  # fmt: skip
+            return plan
         if self.enable_chunked_prefill:
             swap_bytes = self._running(reqs, new_tokens, chunked=True)
             if self.num_preemptions == before:
@@ -82,9 +140,11 @@ class VllmV0Scheduler(SchedulerBase):
     def decode_run(self) -> bool:
         if self.priority:  # what the next schedule does first anyway
             self.running.sort(key=self._rank)
-        # nothing to admit or swap in, and the budget covers one token of every request
+        # nothing to admit or swap in, and the budget covers one token of every request;
+        # not when a window's tokens are shown at its end (fast-forward shows every step's)
         return (
-            not self.waiting
+            not self.burst
+            and not self.waiting
             and not self.swapped
             and (len(self.running) <= self.max_num_batched_tokens)
         )

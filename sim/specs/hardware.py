@@ -57,6 +57,9 @@ class Hardware:
     l2_bytes: int
     gpu_hour_usd: float | None = None  # an indicative on-demand price of one GPU-hour (cost
     # per million tokens); None where the catalogue has none (capacity.gpu_hour_usd sets one)
+    collectives_from: str | None = None  # a calibrated GPU on the same peer fabric whose
+    # measured collective tables price the kinds (all-reduce, send/recv) this one's profile
+    # has none of (A100-40GB: the A100-80GB's NVLink 3 tables); None: the prior prices them
 
     @property
     def hbm_gib(self) -> float:
@@ -153,6 +156,14 @@ def _from_mapping(data: object, path: Path) -> Hardware:
                 f"{path}: gpu_hour_usd must be a positive number (dollars), got {shown(price)}"
             )
         fields["gpu_hour_usd"] = float(price)
+    twin = data.get("collectives_from")
+    if twin is not None:
+        if not isinstance(twin, str) or not twin.strip():
+            raise UserError(
+                f"{path}: collectives_from must name a calibrated GPU (e.g. a100-80gb), "
+                f"got {shown(twin)}"
+            )
+        fields["collectives_from"] = twin
     for key in ("hbm_bytes", "hbm_bytes_per_s", "pcie_bytes_per_s", "sm_count"):
         if fields[key] == 0:
             raise UserError(f"{path}: field {key!r} must be > 0")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config import SimConfig
+from sim.cost.comm import topology
 from sim.cost.prior import CostProfile
 from sim.cost.profiles import choose_pricer
 from sim.cost.step import CostModel
@@ -103,7 +104,9 @@ class Context:
         s = self.settings(tp, **changes)
         prior = CostProfile.load("prior")
         pricing = choose_pricer(self.hardware, self.cfg.cost_profile, prior, s.engine, s.version)
-        return CostModel(self.model, s, tp, self.cfg.dtype, pricing.pricer, prior, pp)
+        par = self.cfg.parallel  # the servers the engine's own runs place the stages on
+        where = topology(tp, pp, par.gpus_per_node, par.node_link, self.hardware)
+        return CostModel(self.model, s, tp, self.cfg.dtype, pricing.pricer, prior, pp, 1, where)
 
 
 def chunk_tokens(settings: EngineSettings, prompt_tokens: int) -> int:

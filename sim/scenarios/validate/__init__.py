@@ -9,6 +9,7 @@ the validation suite built on it. A reading guide, bottom to top:
     scenario.py    `Validate`, the Scenario the runner imports
     importers/     case files from real results (`python -m sim.importers`)
     targets.py     the accuracy targets the suite checks
+    settings.py    the plausible benchmark settings a source does not state: a band
     preamble.py    the suite's text above the report
     suite.py       `python -m sim.validation_suite`: the committed report from ../shared/data
 

@@ -25,12 +25,14 @@ Other keys a case may carry: entry_point (server | offline), seed, cost_profile,
 flags (data-quality marks an importer sets, e.g. prefill_above_peak).
 Relative paths resolve against the case file's folder. A case that cannot be simulated (a
 schema error, an unknown model, a model that does not fit, a missing file) becomes an error row
-with its reason; the other cases still run.
+with its reason; the other cases still run. A measured value of 0, null, NaN, text or a negative
+number does not refuse its case: that metric's row carries the reason (`Case.unusable`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -66,6 +68,8 @@ PARALLEL_KEYS = (
     "dp_lockstep",
     "link_bytes_per_s",
     "link_latency_s",
+    "gpus_per_node",  # pipeline stages beyond one server cross it over node_link
+    "node_link",
 )
 WORKLOAD_FIELDS = {f.name for f in fields(WorkloadConfig)}
 PATH_KEYS = ("lengths", "path")
@@ -77,9 +81,10 @@ class Case:
     file: str
     data: dict  # the case as written
     config: SimConfig | None = None
-    measured: dict = field(default_factory=dict)  # metric -> value
+    measured: dict = field(default_factory=dict)  # metric -> value (None: missing)
     requests: str | None = None  # per-request measurements
     error: str | None = None
+    unusable: dict = field(default_factory=dict)  # metric -> why its measured value is unusable
 
     @property
     def slices(self) -> dict:
@@ -156,9 +161,7 @@ def _build(data, path: Path, base: SimConfig) -> Case:
     measured = data.get("measured", measured_default)
     if not isinstance(measured, dict) or not measured:
         raise UserError("measured: expected a mapping of summary.json keys to values")
-    for key, value in measured.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e300:
-            raise UserError(f"measured.{key_name(key)}={shown(value)}: expected a number > 0")
+    measured, unusable = _measured(measured)
     if "requests" in data:
         requests = str(_resolve(here, str(data["requests"])))
     mapping = {
@@ -180,7 +183,37 @@ def _build(data, path: Path, base: SimConfig) -> Case:
         "output": {"report": False, "progress": False},
     }
     config = SimConfig.from_mapping(mapping)
-    return Case(str(data["id"]), str(path), data, config, dict(measured), requests)
+    return Case(str(data["id"]), str(path), data, config, measured, requests, unusable=unusable)
+
+
+def _measured(measured: dict) -> tuple[dict[str, float | None], dict[str, str]]:
+    """(metric -> value, metric -> why its value cannot be compared): a zero, negative,
+    missing (null, NaN) or non-numeric measured value stays in the table as a row with its
+    reason instead of refusing the whole case (sim/scenarios/validate/validation.py)."""
+    values: dict[str, float | None] = {}
+    unusable: dict[str, str] = {}
+    for key, value in measured.items():
+        name = str(key)
+        number = None
+        if not isinstance(value, bool) and isinstance(value, (int, float)):
+            try:
+                number = float(value)
+            except OverflowError:  # an integer beyond float's range
+                number = math.inf if value > 0 else -math.inf
+        values[name] = number
+        if value is None:
+            unusable[name] = "no measured value (null)"
+        elif number is None:
+            unusable[name] = f"measured value {shown(value)} is not a number"
+        elif math.isnan(number):
+            unusable[name] = "no measured value (NaN)"
+        elif number == 0:
+            unusable[name] = "measured value is 0: a relative error is undefined"
+        elif number < 0:
+            unusable[name] = f"measured value {number:g} is negative: check the source"
+        elif number >= 1e300:
+            unusable[name] = f"measured value {shown(value)} is too large to compare"
+    return values, unusable
 
 
 def _resolve(here: Path, value: str) -> Path:

@@ -13,15 +13,20 @@ FLAG_MEANINGS = {
 }
 
 
-def likely_causes(case: Case, facts: Facts, metric: str, error_pct: float) -> str:
-    """The facts of this case that most plausibly explain a large error."""
+def likely_causes(case: Case, facts: Facts | None, metric: str, error_pct: float) -> str:
+    """The facts of this case that most plausibly explain a large error (`facts` None: a
+    result that carries none, only the case's own marks)."""
     why = [FLAG_MEANINGS.get(flag, flag) for flag in case.flags]
     kind = case.slices["workload"]
+    if error_pct == -100.0:
+        why.append(f"the simulation's {metric} is 0 (nothing completed in its window?)")
     if "ttft" in metric and kind == "closed_loop":
         why.append(
             "closed-loop TTFT turns on how the clients' prompts group into prefill steps "
             "(all at once or one at a time), which the source does not record"
         )
+    if facts is None:
+        return "; ".join(why) or "no facts of the simulation recorded"
     if not facts.calibrated:
         why.append(f"no measured kernel tables for {case.data.get('hardware')}: roofline prior")
     # elementwise kernels are small beside GEMMs and attention: listed last

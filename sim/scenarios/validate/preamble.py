@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim.scenarios.validate.importers.silicon import IMPLAUSIBLE_PREFILL_SHARE
+from sim.scenarios.validate.settings import SETTINGS, SettingsBand, inside_band, setting_name
 from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, Target, select_rows
-from sim.scenarios.validate.validation import Row
+from sim.scenarios.validate.validation import REFUSED, Row
 
 # What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
 # report prints an explanation only for a group present in the table.
@@ -33,6 +34,13 @@ GROUP_CAUSES = {
 }
 
 
+STATISTICS = {
+    "median_abs_pct_error": "median abs error",
+    "abs_pct_error": "abs error",
+    "worst_slice_median_abs_pct_error": "worst slice's median abs error",
+}
+
+
 def _pct(v) -> str:
     return "" if v is None else f"{v:.1f}%"
 
@@ -42,6 +50,8 @@ def group_table(table: Sequence[Row]) -> list[str]:
     error, the absolute median TTFT error, and how many were flagged; then the causes."""
     groups: dict[tuple, dict] = {}
     for r in select_rows(table, VLLM_ROWS):
+        if r.metric == REFUSED:  # refused cases are listed at the report's end
+            continue
         g = groups.setdefault((r.model, r.hardware, r.engine), {"cases": set()})
         g["cases"].add(r.case)
         if r.flags:
@@ -88,6 +98,7 @@ def preamble(
     command: str,
     spread: dict[str, MedianError] | None = None,
     table: Sequence[Row] | None = None,
+    band: SettingsBand | None = None,
 ) -> str:
     lines = [
         f"Regenerate with `{command}` (needs ../shared/data; it prints how long it took). "
@@ -95,7 +106,9 @@ def preamble(
         "SGLang rows on H100/H200, aggregated deployments; mean TTFT and TPOT at fixed "
         "concurrency, replayed as closed loops, output throughput by Little's law) and "
         "LLMServingSim `bench_examples` (four vLLM 0.19.0 runs, per-request timestamps, "
-        "replayed request by request). Nothing is fitted to these runs: kernel costs come from "
+        "replayed request by request), and the committed case files of public runs under "
+        "`validation/` (AccelMark and GPUStack's performance lab; sources and assumptions in "
+        "validation/README.md). Nothing is fitted to these runs: kernel costs come from "
         "isolated-kernel tables, CPU overheads by release from calibration/engine_overheads.yaml.",
         *_targets(reached),
         "",
@@ -109,6 +122,8 @@ def preamble(
     ]
     if spread:
         lines += _spread(reached, spread)
+    if band is not None:
+        lines += band_lines(band, table or [])
     if table:
         lines += group_table(table)
     if notes:
@@ -126,10 +141,12 @@ def _targets(reached: Sequence[Target]) -> list[str]:
     ]
     for t in reached:
         met = {True: "yes", False: "**no**", None: "(no target)"}[t.met]
+        if t.met is None and t.limit_pct is not None:
+            met = "(no values)"
         unflagged = ""
         if t.unflagged is not None and t.unflagged.median_abs_pct_error is not None:
             unflagged = f"{_pct(t.unflagged.median_abs_pct_error)} ({t.unflagged.num_values})"
-        stat = "median abs error" if t.statistic == "median_abs_pct_error" else "abs error"
+        stat = STATISTICS.get(t.statistic, t.statistic)
         limit = "" if t.limit_pct is None else f"{t.limit_pct:.0f}%"
         lines.append(
             f"| {t.target} | {t.metric} ({stat}) | {limit} | {_pct(t.value_pct)} | "
@@ -155,4 +172,39 @@ def _spread(reached: Sequence[Target], spread: dict[str, MedianError]) -> list[s
         lines.append(
             f"| {metric} | {_pct(together.get(metric))} | {_pct(s.median_abs_pct_error)} |"
         )
+    return lines
+
+
+def band_lines(band: SettingsBand, table: Sequence[Row]) -> list[str]:
+    """The plausible benchmark settings: the median absolute error per setting and metric, and
+    per metric the share of measured values inside the band of predictions."""
+    accs = {s: band.accuracy(s) for s in SETTINGS}
+    metrics = sorted({m for a in accs.values() for m in a.median_abs_pct_error})
+    engines = sorted({str(c.data.get("engine", "?")).split("@")[0] for c in band.cases})
+    lines = [
+        "",
+        "### Plausible benchmark settings",
+        "",
+        f"The sources do not say how the benchmark's clients started nor whether the server's "
+        f"prefix cache was warm from an earlier run of the same prompts, so the "
+        f"{len(band.cases)} {'/'.join(engines) or 'chosen'} cases are simulated under "
+        "every plausible setting (`workload.stagger`, `workload.cache_warm`; a setting a case "
+        "states is kept; an open loop has no client start to vary). validation.csv's "
+        "band_low/band_high give each case's lowest and highest prediction over them "
+        f"({band.num_runs} extra simulations, {band.num_failed} failed).",
+        "",
+        "| setting | cases | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for s, a in accs.items():
+        cells = [_pct(a.median_abs_pct_error.get(m)) for m in metrics]
+        n = len(band.results.get(s, {}))
+        lines.append(f"| {setting_name(s)} | {n} | " + " | ".join(cells) + " |")
+    lines += ["", "(median absolute error per metric)"]
+    inside = inside_band(table)
+    if inside:
+        lines += ["", "| metric | measured values inside the band | values with a band |"]
+        lines.append("|---|---|---|")
+        for m, (f, n) in inside.items():
+            lines.append(f"| {m} | {100 * f:.0f}% | {n} |")
     return lines

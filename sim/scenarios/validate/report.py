@@ -13,9 +13,21 @@ from sim.report.figures import plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import atomic_write, write_json
 from sim.scenarios.validate.causes import likely_causes
-from sim.scenarios.validate.validation import SLICES, Row, Validation, by_slice
+from sim.scenarios.validate.validation import (
+    COMBINED,
+    HEADLINE,
+    REFUSED,
+    SLICE_LIMIT_PCT,
+    SLICE_MIN_RUNS,
+    SLICES,
+    Row,
+    Validation,
+    by_slice,
+    combined_slices,
+)
 
-CSV_COLUMNS = ("case", "metric", "measured", "predicted", "error_pct")
+CSV_COLUMNS = ("case", "metric", "measured", "predicted", "error_pct")  # kept as they were
+EXTRA_COLUMNS = ("reason", "band_low", "band_high")  # appended after them
 BAND = 0.10  # the +-10% band drawn around y = x
 WORST = 15  # worst (case, metric) pairs listed
 
@@ -26,33 +38,55 @@ def write_validation(
     """Write the outputs; `preamble` goes under the report's title, `extra` into
     summary.json's `validation` block."""
     table = validation.table
-    df = pd.DataFrame([asdict(r) for r in table], columns=[*CSV_COLUMNS, *SLICES, "flags"])
+    columns = [*CSV_COLUMNS, *EXTRA_COLUMNS, *SLICES, "flags"]
+    df = pd.DataFrame([asdict(r) for r in table], columns=columns)
+    for col in ("measured", "predicted", "error_pct", "band_low", "band_high"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
     atomic_write(
         out_dir / "validation.csv",
-        lambda tmp: df[list(CSV_COLUMNS)].to_csv(tmp, index=False, float_format="%.6g"),
+        lambda tmp: df[[*CSV_COLUMNS, *EXTRA_COLUMNS]].to_csv(
+            tmp, index=False, float_format="%.6g"
+        ),
     )
     summary = validation.summary
     write_json(out_dir / "summary.json", {"validation": summary["validation"] | (extra or {})})
     write_report(out_dir, _report(validation, df, out_dir, preamble))
 
 
+def plottable(df: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, int]:
+    """(the rows of `metric` a log-log plot can show: measured and predicted finite and > 0,
+    how many of its rows it leaves out)."""
+    d = df[df.metric == metric]
+    ok = np.isfinite(d.measured) & np.isfinite(d.predicted) & (d.measured > 0) & (d.predicted > 0)
+    return d[ok], int((~ok).sum())
+
+
 def plot_metric(df: pd.DataFrame, metric: str, path: Path) -> str:
-    d = df[(df.metric == metric) & df.predicted.notna()]
+    """Predicted against measured on log axes; a value <= 0 or missing cannot be drawn there:
+    those rows are left out and the title says how many."""
+    d, left_out = plottable(df, metric)
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
-    lo = float(min(d.measured.min(), d.predicted.min())) * 0.7
-    hi = float(max(d.measured.max(), d.predicted.max())) * 1.4
+    if len(d):
+        lo = float(min(d.measured.min(), d.predicted.min())) * 0.7
+        hi = float(max(d.measured.max(), d.predicted.max())) * 1.4
+    else:
+        lo, hi = 0.1, 10.0
+        ax.text(1.0, 1.0, "no value > 0 to draw", ha="center", va="center", color="0.3")
     xs = np.geomspace(lo, hi, 50)
     ax.fill_between(xs, xs * (1 - BAND), xs * (1 + BAND), color="0.88", label="±10%")
     ax.plot(xs, xs, color="0.4", lw=1, label="y = x")
     for hw, g in d.groupby("hardware", sort=True):
         ax.scatter(g.measured, g.predicted, s=14, label=hw, alpha=0.8)
+    banded = d[np.isfinite(d.band_low) & np.isfinite(d.band_high) & (d.band_low > 0)]
+    if len(banded):
+        ax.vlines(banded.measured, banded.band_low, banded.band_high, color="0.5", lw=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel(f"measured {metric}")
     ax.set_ylabel(f"predicted {metric}")
-    ax.set_title(metric)
+    ax.set_title(metric + (f" ({left_out} left out: <= 0 or missing)" if left_out else ""))
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return save_png(fig, path)
@@ -75,10 +109,12 @@ def _report(v: Validation, df: pd.DataFrame, out_dir: Path, preamble: str = "") 
         *([preamble, ""] if preamble else []),
         *_overall(v),
         *_slices(v.table),
+        *_combined(v.table),
         *_plots(df, out_dir),
         *_distributions(v),
         *_worst(v, df),
         *_failed(v),
+        *_reasons(v.table),
     ]
     return "\n".join(lines) + "\n"
 
@@ -114,15 +150,57 @@ def _slices(table: list[Row]) -> list[str]:
     return lines
 
 
-def _plots(df: pd.DataFrame, out_dir: Path) -> list[str]:
-    plots = [
-        plot_metric(df, m, out_dir / f"validation_{m}.png")
-        for m in sorted(df.metric.unique())
-        if df[(df.metric == m) & df.predicted.notna()].shape[0]
-    ]
-    if not plots:
+def _combined(table: list[Row]) -> list[str]:
+    """The issue's slices, GPU x dtype x engine family x workload kind, with the median and
+    p90 absolute error of each headline quantity; marked where a quantity with enough runs
+    is worse than the limit."""
+    slices = combined_slices(table)
+    if not slices:
         return []
-    return ["", "## Predicted vs measured", "", *[f"![{p}]({p})" for p in plots]]
+    quantities = list(HEADLINE)
+    lines = [
+        "",
+        "## By " + " x ".join(COMBINED),
+        "",
+        "Median / p90 absolute error of each headline quantity (the case's mean, else its "
+        f"median); **worse**: a quantity with >= {SLICE_MIN_RUNS} runs whose median absolute "
+        f"error is above {SLICE_LIMIT_PCT:.0f}%. Runs: simulated (refused).",
+        "",
+        "| GPU | dtype | engine | workload | runs | " + " | ".join(quantities) + " | worse |",
+        "|---|---|---|---|---|" + "---|" * len(quantities) + "---|",
+    ]
+    for s in slices:
+        h = s.headline
+        cells = [
+            f"{_pct(h.median_abs_pct_error[q])} / {_pct(h.p90_abs_pct_error[q])} "
+            f"({h.num_values[q]})"
+            if q in h.median_abs_pct_error
+            else ""
+            for q in quantities
+        ]
+        refused = f" ({s.num_refused})" if s.num_refused else ""
+        worse = ", ".join(f"**{q}**" for q in s.worse)
+        lines.append(
+            f"| {' | '.join(s.key)} | {s.num_cases}{refused} | "
+            + " | ".join(cells)
+            + f" | {worse} |"
+        )
+    return lines
+
+
+def _plots(df: pd.DataFrame, out_dir: Path) -> list[str]:
+    lines = []
+    for m in sorted(m for m in df.metric.unique() if m != REFUSED):
+        if not df[(df.metric == m) & df.predicted.notna()].shape[0]:
+            continue
+        p = plot_metric(df, m, out_dir / f"validation_{m}.png")
+        lines.append(f"![{p}]({p})")
+        left_out = plottable(df, m)[1]
+        if left_out:
+            lines += ["", f"({m}: {left_out} rows left out of the plot: a value <= 0 or missing)"]
+    if not lines:
+        return []
+    return ["", "## Predicted vs measured", "", *lines]
 
 
 def _distributions(v: Validation) -> list[str]:
@@ -178,4 +256,29 @@ def _failed(v: Validation) -> list[str]:
     lines = ["", "## Cases that could not be simulated", "", "| case | reason |", "|---|---|"]
     for cid, why in failed.items():
         lines.append(f"| {cid} | {str(why).replace('|', '/')} |")
+    return lines
+
+
+def _reasons(table: list[Row]) -> list[str]:
+    """The rows of simulated cases that carry a reason (a measured value of 0 or missing, a
+    prediction the simulation does not give or gives as 0), counted by reason."""
+    groups: dict[str, list[Row]] = {}
+    for r in table:
+        if r.reason and r.metric != REFUSED:
+            groups.setdefault(r.reason, []).append(r)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "## Rows with a reason (in validation.csv's `reason` column)",
+        "",
+        "| reason | rows | counted in the errors | first case, metric |",
+        "|---|---|---|---|",
+    ]
+    for why, rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        counted = sum(1 for r in rs if r.error_pct is not None)
+        first = rs[0]
+        lines.append(
+            f"| {why.replace('|', '/')} | {len(rs)} | {counted} | {first.case}, {first.metric} |"
+        )
     return lines

@@ -34,6 +34,7 @@ class Facts:
     rejected: int
     kv_usage_peak: float
     concurrency: int | None  # a closed loop's clients
+    scheduler: str = ""  # the scheduler family that ran: vllm_v0, vllm_v1, sglang, trtllm
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,7 @@ def _facts(case: Case, result: RunResult) -> Facts:
         rejected=s["failed"],
         kv_usage_peak=s["sim"]["kv_usage_peak"],
         concurrency=case.config.workload.concurrency,
+        scheduler=str(result.setup.settings.scheduler),
     )
 
 

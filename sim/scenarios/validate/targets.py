@@ -1,7 +1,10 @@
 """The accuracy targets the validation suite checks (sim/scenarios/validate/suite.py), and what
 each reached: the median absolute error of the vLLM silicon rows per metric (and the same
-statistics, with no target, for the SGLang rows), and each LLMServingSim run's p50/p90 TTFT and
-TPOT error."""
+statistics, with no target, for the SGLang rows), each LLMServingSim run's p50/p90 TTFT and
+TPOT error; then issue 23's acceptance over the whole suite: median |error| <= 10% on TPOT, ITL
+and output throughput (whichever each case reports), <= 15% on TTFT of the open-loop
+per-request runs, and no GPU x dtype x engine family x workload slice with >= 5 runs worse
+than 20% on a headline quantity."""
 
 from __future__ import annotations
 
@@ -10,7 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.scenarios.validate.validation import Row
+from sim.scenarios.validate.validation import (
+    HEADLINE,
+    SLICE_LIMIT_PCT,
+    SLICE_MIN_RUNS,
+    Row,
+    combined_slices,
+    headline,
+)
 
 # The accuracy targets the report checks: (rows, metric, limit %) of the median abs error.
 VLLM_ROWS = "vLLM rows of the silicon sample on H100/H200"
@@ -22,6 +32,17 @@ TARGETS = (
 )
 LSS_METRICS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms")
 LSS_LIMIT = 15.0
+# issue 23's acceptance over every case of the suite
+ALL_ROWS = "all cases of the suite"
+OPEN_LOOP_ROWS = "open-loop per-request runs (poisson, constant, trace, bench_json)"
+OPEN_LOOP_KINDS = ("poisson", "constant", "trace", "bench_json")
+SLICE_ROWS = f"every GPU x dtype x engine x workload slice with >= {SLICE_MIN_RUNS} runs"
+SUITE_TARGETS = (
+    (ALL_ROWS, "TPOT", 10.0),
+    (ALL_ROWS, "ITL", 10.0),
+    (ALL_ROWS, "output throughput", 10.0),
+    (OPEN_LOOP_ROWS, "TTFT", 15.0),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,4 +134,34 @@ def targets(table: Sequence[Row]) -> list[Target]:
             value = None if e is None else abs(e)
             met = e is not None and abs(e) <= LSS_LIMIT
             out.append(Target(r.case, r.metric, "abs_pct_error", LSS_LIMIT, value, 1, met))
+    return out + suite_targets(table)
+
+
+def suite_targets(table: Sequence[Row]) -> list[Target]:
+    """Issue 23's acceptance: SUITE_TARGETS over every case (the headline quantity's metric
+    each case reports), then the worst slice with >= SLICE_MIN_RUNS runs. A quantity no case
+    reports is a row with no value and `met` None: there is nothing to judge."""
+    out = []
+    open_loop = [r for r in table if r.workload in OPEN_LOOP_KINDS]
+    for name, quantity, limit in SUITE_TARGETS:
+        rs = headline(open_loop if name == OPEN_LOOP_ROWS else table).get(quantity, [])
+        errs = [abs(r.error_pct) for r in rs]
+        clean = [abs(r.error_pct) for r in rs if not r.flags]
+        value = float(np.median(errs)) if errs else None
+        met = None if value is None else value <= limit
+        unflagged = MedianError(float(np.median(clean)) if clean else None, len(clean))
+        stat = "median_abs_pct_error"
+        out.append(Target(name, quantity, stat, limit, value, len(errs), met, unflagged))
+    judged = [
+        (s.headline.median_abs_pct_error[q], s)
+        for s in combined_slices(table)
+        for q in HEADLINE
+        if s.headline.num_values.get(q, 0) >= SLICE_MIN_RUNS
+    ]
+    worst = max((v for v, _ in judged), default=None)
+    num_slices = len({s.key for _, s in judged})
+    met = None if worst is None else worst <= SLICE_LIMIT_PCT
+    stat = "worst_slice_median_abs_pct_error"
+    metric = ", ".join(HEADLINE)
+    out.append(Target(SLICE_ROWS, metric, stat, SLICE_LIMIT_PCT, worst, num_slices, met))
     return out

@@ -1,0 +1,82 @@
+"""Communication of a multi-GPU step beyond the per-layer all-reduce: where the GPUs of a
+replica sit (its topology) and what a pipeline-stage boundary and the logits gather cost.
+
+Pipeline parallelism: consecutive stages hand over the step's activations. In vLLM the
+intermediate tensors of a decoder layer stack are the hidden states and the residual (vLLM
+0.8.x vllm/model_executor/models/llama.py, make_empty_intermediate_tensors_factory with
+"hidden_states" and "residual"), both of the step's token count x hidden size; every rank of
+the sending stage sends its copy to its peer in the next stage. A boundary whose ranks are on
+the same server goes over the GPUs' peer link (the measured send/recv table, else the prior);
+one that crosses servers (tp x pp > gpus_per_node) goes over the server link of
+hardware/links.yaml, each GPU over its own NIC (or one after another when the servers share
+one): its latency plus the bytes at its rate.
+
+Tensor parallelism: the LM head is split over the vocabulary, so the logits of every sequence
+are gathered across the TP group each step (vLLM V0: a gather to the driver rank; V1: an
+all-gather, since every rank samples, vllm PR #9856). A ring gather moves the same bytes as
+half of a ring all-reduce of the gathered tensor, so it is priced as half the measured
+all-reduce of that size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.cost.kernels import KernelPricer
+from sim.specs.hardware import Hardware
+from sim.specs.links import Link, load_link
+
+ACT_BYTES = 2
+PP_TENSORS = 2  # hidden states and residual
+LOGIT_BYTES = 2  # logits leave the LM head in the model's dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Where a replica's GPUs sit: `gpus_per_node` per server, `node_link` between servers
+    (None: the replica fits on one server)."""
+
+    gpus_per_node: int = 8
+    node_link: Link | None = None
+
+    def crosses_servers(self, tp: int, boundary: int) -> bool:
+        """Whether the send from stage `boundary` to stage `boundary` + 1 leaves a server
+        (ranks are numbered stage by stage, tp ranks a stage)."""
+        g = self.gpus_per_node
+        return any((boundary * tp + r) // g != ((boundary + 1) * tp + r) // g for r in range(tp))
+
+
+def topology(tp: int, pp: int, gpus_per_node: int, node_link: str, hw: Hardware) -> Topology:
+    """Where a replica of tp x pp GPUs sits: the server link (hardware/links.yaml) only when
+    its pipeline stages span more than one server."""
+    link = None
+    if pp > 1 and tp * pp > gpus_per_node:
+        link = load_link(node_link, hw, hw)
+    return Topology(gpus_per_node, link)
+
+
+def stage_send_s(
+    pricer: KernelPricer, tokens: int, hidden: int, tp: int, pp: int, topo: Topology
+) -> float:
+    """Mean seconds of one activation send between consecutive stages (0 when pp = 1): the
+    mean over the pp - 1 boundaries, so that (pp - 1) sends add up to the pipeline's total."""
+    if pp <= 1:
+        return 0.0
+    nbytes = PP_TENSORS * tokens * hidden * ACT_BYTES
+    intra = float(pricer.sendrecv_s(nbytes))
+    link = topo.node_link
+    total = 0.0
+    for b in range(pp - 1):
+        if link is not None and topo.crosses_servers(tp, b):
+            per_gpu = nbytes * (tp if link.shared_by_gpus else 1)
+            total += link.latency_s + per_gpu / link.bytes_per_s
+        else:
+            total += intra
+    return total / (pp - 1)
+
+
+def logits_gather_s(pricer: KernelPricer, batch: int, vocab: int, tp: int) -> float:
+    """Seconds to gather the step's logits (batch x vocab) over the TP group (0 when tp = 1)."""
+    if tp <= 1 or batch <= 0:
+        return 0.0
+    return 0.5 * float(pricer.allreduce_s(batch * vocab * LOGIT_BYTES, tp))

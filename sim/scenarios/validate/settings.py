@@ -1,0 +1,185 @@
+"""The benchmark as it may have been run: where a case's source does not say how its clients
+started or whether the server's prefix cache was warm, every plausible setting is simulated
+and the prediction becomes a band [lowest, highest] over them (issue 23, item 4).
+
+The settings are {clients started together, spread over one request lifetime
+(workload.stagger)} x {prefix cache cold, warm from an earlier run of the same prompts
+(workload.cache_warm)}. A setting the case's workload states is kept as stated; the client
+start only changes a closed loop, so an open-loop case runs the cache settings alone and the
+same result stands for both client starts. `SettingsBand` holds each setting's results, the
+median absolute error per setting and metric, and each banded case's band per metric
+(Validation.bands, validation.csv's band_low/band_high); `inside_band` is the share of
+measured values that fall inside their band."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sim.scenarios.validate.cases import Case
+from sim.scenarios.validate.runs import CaseResult, run_all
+from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, select_rows
+from sim.scenarios.validate.validation import Accuracy, Row, accuracy, rows
+
+Setting = tuple[bool, bool]  # (workload.stagger, workload.cache_warm)
+SETTINGS: tuple[Setting, ...] = ((False, False), (True, False), (False, True), (True, True))
+SPREAD_COLD: Setting = (True, False)  # the former client-start sensitivity
+SENSITIVITY_METRICS = ("mean_tpot_ms", "output_throughput", "mean_ttft_ms")
+
+
+def setting_name(setting: Setting) -> str:
+    stagger, warm = setting
+    return (
+        f"clients {'spread' if stagger else 'together'}, prefix cache {'warm' if warm else 'cold'}"
+    )
+
+
+def plausible(case: Case) -> list[Setting]:
+    """The settings (stagger, cache_warm) a case may have run under, as SETTINGS keys: a
+    setting its workload states stays as stated; an open loop has no client start to vary,
+    so both client starts stand for its one run per cache setting."""
+    body = next(iter(case.data["workload"].values()))
+    stated = body if isinstance(body, dict) else {}
+    wl = case.config.workload
+    if wl.kind != "closed_loop":
+        starts = [False, True]
+    else:
+        starts = [wl.stagger] if "stagger" in stated else [False, True]
+    warms = [wl.cache_warm] if "cache_warm" in stated else [False, True]
+    return [(s, w) for s in starts for w in warms]
+
+
+def _run_key(case: Case, setting: Setting) -> Setting:
+    """The setting actually simulated for a SETTINGS key (an open loop keeps its stagger)."""
+    if case.config.workload.kind != "closed_loop":
+        return (case.config.workload.stagger, setting[1])
+    return setting
+
+
+def _variant(case: Case, key: Setting) -> Case:
+    workload = replace(case.config.workload, stagger=key[0], cache_warm=key[1])
+    return replace(case, config=replace(case.config, workload=workload))
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsBand:
+    """Every chosen case simulated under each of its plausible settings."""
+
+    cases: tuple[Case, ...]  # the chosen cases, as their case files state them
+    results: dict[Setting, dict[str, CaseResult]]  # setting -> case id -> its result
+    num_runs: int  # the extra simulations (beyond the main pass)
+    num_failed: int  # extra simulations that failed (their setting has no prediction)
+
+    def table(self, setting: Setting) -> list[Row]:
+        """The rows of the cases for which `setting` is plausible, under it."""
+        got = self.results.get(setting, {})
+        chosen = [c for c in self.cases if c.id in got]
+        return rows(chosen, [got[c.id] for c in chosen])
+
+    def accuracy(self, setting: Setting) -> Accuracy:
+        return accuracy(self.table(setting))
+
+    @property
+    def bands(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """Case id -> metric -> (lowest, highest) finite prediction over the case's plausible
+        settings; only cases with two settings or more."""
+        out: dict[str, dict[str, tuple[float, float]]] = {}
+        for case in self.cases:
+            runs = [got[case.id] for got in self.results.values() if case.id in got]
+            if len({id(r) for r in runs}) < 2:
+                continue
+            for metric in case.measured:
+                values = [
+                    v
+                    for r in runs
+                    if not r.error
+                    and (v := r.predicted.get(metric)) is not None
+                    and math.isfinite(v)
+                ]
+                if values:
+                    out.setdefault(case.id, {})[metric] = (min(values), max(values))
+        return out
+
+    def client_sensitivity(self) -> dict[str, MedianError]:
+        """The vLLM silicon rows with their clients spread and the cache cold: the median
+        absolute error per metric (summary.json's `client_sensitivity`, as before)."""
+        table = select_rows(self.table(SPREAD_COLD), VLLM_ROWS)
+        out = {}
+        for metric in SENSITIVITY_METRICS:
+            errs = [abs(r.error_pct) for r in table if r.metric == metric and _finite(r)]
+            if errs:
+                out[metric] = MedianError(float(np.median(errs)), len(errs))
+        return out
+
+    def summary(self, table: Sequence[Row]) -> dict:
+        """summary.json's `settings_band`: each setting's accuracy, and how many measured
+        values of `table` (the main table, with bands) fall inside their band."""
+        settings = []
+        for s in SETTINGS:
+            acc = self.accuracy(s)
+            settings.append(
+                {
+                    "name": setting_name(s),
+                    "stagger": s[0],
+                    "cache_warm": s[1],
+                    "num_cases": len(self.results.get(s, {})),
+                    **acc.summary,
+                }
+            )
+        return {
+            "num_cases": len(self.cases),
+            "num_banded": len(self.bands),
+            "num_extra_runs": self.num_runs,
+            "num_extra_failed": self.num_failed,
+            "settings": settings,
+            "inside_band": {
+                m: {"fraction": f, "num_values": n} for m, (f, n) in inside_band(table).items()
+            },
+        }
+
+
+def _finite(r: Row) -> bool:
+    return r.error_pct is not None and math.isfinite(r.error_pct)
+
+
+def inside_band(table: Sequence[Row]) -> dict[str, tuple[float, int]]:
+    """Metric -> (share of its comparable measured values inside [band_low, band_high], how
+    many rows have a band)."""
+    hits: dict[str, list[bool]] = {}
+    for r in table:
+        if r.band_low is None or r.band_high is None or not _finite(r):
+            continue
+        hits.setdefault(r.metric, []).append(r.band_low <= r.measured <= r.band_high)
+    return {m: (sum(h) / len(h), len(h)) for m, h in sorted(hits.items())}
+
+
+def run_settings(
+    cases: Sequence[Case],
+    results: Sequence[CaseResult],
+    jobs: int | None,
+    chosen: Callable[[Case], bool],
+    progress: Callable[[int, int], None] | None = None,
+) -> SettingsBand:
+    """Simulate each chosen, simulated case under its other plausible settings (its main
+    result stands for the setting it ran under) and collect them per setting."""
+    picked = [(c, r) for c, r in zip(cases, results, strict=True) if not r.error and chosen(c)]
+    todo: list[tuple[Case, Setting]] = []
+    for c, _ in picked:
+        base = (c.config.workload.stagger, c.config.workload.cache_warm)
+        keys = {_run_key(c, s) for s in plausible(c)} - {base}
+        todo += [(c, k) for k in sorted(keys)]
+    ran = run_all([_variant(c, k) for c, k in todo], jobs, progress=progress)
+    by_run: dict[tuple[str, Setting], CaseResult] = {
+        (c.id, k): r for (c, k), r in zip(todo, ran, strict=True)
+    }
+    out: dict[Setting, dict[str, CaseResult]] = {}
+    for c, main in picked:
+        base = (c.config.workload.stagger, c.config.workload.cache_warm)
+        for s in plausible(c):
+            key = _run_key(c, s)
+            out.setdefault(s, {})[c.id] = main if key == base else by_run[(c.id, key)]
+    failed = sum(1 for r in ran if r.error)
+    return SettingsBand(tuple(c for c, _ in picked), out, len(todo), failed)
