@@ -45,6 +45,12 @@ class Topology:
         g = self.gpus_per_node
         return any((boundary * tp + r) // g != ((boundary + 1) * tp + r) // g for r in range(tp))
 
+    def crossings(self, tp: int, pp: int) -> int:
+        """How many of the pp - 1 stage boundaries leave a server (none without a server link)."""
+        if self.node_link is None:
+            return 0
+        return sum(self.crosses_servers(tp, b) for b in range(pp - 1))
+
 
 def topology(tp: int, pp: int, gpus_per_node: int, node_link: str, hw: Hardware) -> Topology:
     """Where a replica of tp x pp GPUs sits: the server link (hardware/links.yaml) only when
@@ -56,22 +62,28 @@ def topology(tp: int, pp: int, gpus_per_node: int, node_link: str, hw: Hardware)
 
 
 def stage_send_s(
-    pricer: KernelPricer, tokens: int, hidden: int, tp: int, pp: int, topo: Topology
+    pricer: KernelPricer,
+    tokens: int,
+    hidden: int,
+    tp: int,
+    pp: int,
+    topo: Topology,
+    crossings: int | None = None,
 ) -> float:
     """Mean seconds of one activation send between consecutive stages (0 when pp = 1): the
-    mean over the pp - 1 boundaries, so that (pp - 1) sends add up to the pipeline's total."""
+    mean over the pp - 1 boundaries, so that (pp - 1) sends add up to the pipeline's total.
+    `crossings`: topo.crossings(tp, pp), which a caller pricing every step works out once."""
     if pp <= 1:
         return 0.0
     nbytes = PP_TENSORS * tokens * hidden * ACT_BYTES
-    intra = float(pricer.sendrecv_s(nbytes))
-    link = topo.node_link
+    across = topo.crossings(tp, pp) if crossings is None else crossings
     total = 0.0
-    for b in range(pp - 1):
-        if link is not None and topo.crosses_servers(tp, b):
-            per_gpu = nbytes * (tp if link.shared_by_gpus else 1)
-            total += link.latency_s + per_gpu / link.bytes_per_s
-        else:
-            total += intra
+    if across:
+        link = topo.node_link
+        per_gpu = nbytes * (tp if link.shared_by_gpus else 1)
+        total += across * (link.latency_s + per_gpu / link.bytes_per_s)
+    if across < pp - 1:
+        total += (pp - 1 - across) * float(pricer.sendrecv_s(nbytes))
     return total / (pp - 1)
 
 

@@ -74,24 +74,34 @@ class GpuProfile:
         """Kernels of `family`; tables it did not measure (norms, collectives, or one weight
         format of a kernel class, say fp4 MoE) come from the profile's other families, default
         first: a neighbouring release's measured kernel beats the roofline prior."""
+        surfaces, floors = {}, {}
+        for fam in self._lookup_order(family):
+            for key, value in fam.get("surfaces", {}).items():
+                if key not in surfaces:
+                    surfaces[key] = Surface.from_dict(value)
+                    if key in fam.get("floors", {}):
+                        floors[key] = fam["floors"][key]
+        return KernelPricer(hardware, prior, surfaces, self.comm_tables(family), floors)
+
+    def comm_tables(self, family: str) -> dict[str, CommTable]:
+        """The collective tables `family`'s pricer gets: its own, then the other families'
+        (default first) for the kinds and GPU counts it did not measure."""
+        comm: dict[str, CommTable] = {}
+        for fam in self._lookup_order(family):
+            for key, value in fam.get("comm", {}).items():
+                if key not in comm:
+                    comm[key] = CommTable.from_dict(value)
+        return comm
+
+    def _lookup_order(self, family: str) -> list[dict]:
+        """`family` (through its alias), the default family, then the rest by name."""
         family = (self.aliases or {}).get(family, family)
         if family not in self.families:
             raise UserError(
                 f"{self.path} has no kernel family {family!r}; it has: {', '.join(self.families)}"
             )
         order = [family, self.default_family, *sorted(self.families)]
-        surfaces, floors, comm = {}, {}, {}
-        for name in dict.fromkeys(f for f in order if f in self.families):
-            fam = self.families[name]
-            for key, value in fam.get("surfaces", {}).items():
-                if key not in surfaces:
-                    surfaces[key] = Surface.from_dict(value)
-                    if key in fam.get("floors", {}):
-                        floors[key] = fam["floors"][key]
-            for key, value in fam.get("comm", {}).items():
-                if key not in comm:
-                    comm[key] = CommTable.from_dict(value)
-        return KernelPricer(hardware, prior, surfaces, comm, floors)
+        return [self.families[f] for f in dict.fromkeys(f for f in order if f in self.families)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +194,7 @@ def _borrow_collectives(pricer: KernelPricer, engine, version, root: Path) -> st
     family = donor.family_for(engine, version)
     borrowed = {
         key: table
-        for key, table in donor.pricer(pricer.hardware, pricer.prior, family).comm.items()
+        for key, table in donor.comm_tables(family).items()
         if key.split("/")[0] not in have
     }
     if not borrowed:

@@ -139,6 +139,7 @@ class CostModel:
         )
         self.pp, self.ep = pp, ep
         self.topology = topology or Topology()
+        self.crossings = self.topology.crossings(tp, pp)  # stage boundaries leaving a server
         # the executor's per-step cost of a replica on tp x pp GPUs (sim/engines/overheads.py)
         self.executor_s = executor_s(settings.engine, settings.version, tp * pp)
         dtype = model.resolve_weight_dtype(weight_dtype)
@@ -352,7 +353,9 @@ class CostModel:
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
-        p2p = stage_send_s(self.pricer, t, self.model.hidden_size, self.tp, self.pp, self.topology)
+        p2p = stage_send_s(
+            self.pricer, t, self.model.hidden_size, self.tp, self.pp, self.topology, self.crossings
+        )
         return StepCost(
             linear_s=linear,
             moe_s=moe,

@@ -27,7 +27,6 @@ from sim.engines.settings import EngineSettings
 from sim.engines.versions import version_tuple
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
-from sim.workload.records import ItlLog
 from sim.workload.request import Request, Status
 
 STREAM_EACH_STEP_FROM = (0, 6, 2)  # multi_step_stream_outputs, default True (PR #8335)
@@ -71,12 +70,11 @@ class VllmV0Scheduler(SchedulerBase):
             return super().update_from_output(plan, end_s)
         # tokens are sampled each step, but the client sees them when the window ends: one
         # chunk per request, so one inter-token gap per window (the benchmark client counts
-        # an SSE chunk of several tokens as one ITL entry), the window's length
-        log, self.itl = self.itl, ItlLog(self.itl.measure_from)  # gaps worked out below
+        # an SSE chunk of several tokens as one ITL entry), the window's length; the step's
+        # own gaps are not shown (show_gaps), the window's are worked out below
         outputs = [r.num_output_tokens for r in plan.requests]
         shown = [r.last_token_s for r in plan.requests]
         finished = super().update_from_output(plan, end_s)
-        self.itl = log
         for req, out, last in zip(plan.requests, outputs, shown, strict=True):
             if out > 0 and req.num_output_tokens > out:  # a decode token (a first is shown)
                 self.unshown.setdefault(req.request_id, (req, last))
@@ -88,7 +86,7 @@ class VllmV0Scheduler(SchedulerBase):
             return []
         gaps = []
         for req, last in self.unshown.values():
-            if last is not None and req.request_id >= log.measure_from:
+            if last is not None and req.request_id >= self.itl.measure_from:
                 gaps.append(end_s - last)
             req.last_token_s = end_s
         self.itl.add(gaps)
@@ -99,6 +97,10 @@ class VllmV0Scheduler(SchedulerBase):
         self.done_unshown = []
         self.window_left_at_finish.clear()
         return finished
+
+    def show_gaps(self, gaps: list[float]) -> None:
+        if not self.burst:
+            self.itl.add(gaps)
 
     def schedule(self, now: float) -> StepPlan:
         reqs: list[Request] = []
