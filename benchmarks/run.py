@@ -22,6 +22,9 @@ RSS, simulated steps, µs of wall time per simulated step and simulated seconds 
              core, with the sweep table, report and plots
   chunked_prefill_ray  the same sweep, unchanged but for hydra/launcher=ray, on a local Ray
              cluster this benchmark starts (ray start --head) and stops
+  main_job   `python -m sim` as the README's first command runs it (1,000 chat requests on
+             Llama-3.1-8B, one H100), every output written (parquet, summary, report and
+             plots), timed end to end in a subprocess: start-up and imports included
   million    `python -m sim workload.num_requests=1000000` (the default chat mix at 16 req/s,
              about 17 simulated hours), every output written (steps streamed to parquet, report
              and plots); its resident memory sampled every second, to show it stays flat
@@ -60,6 +63,7 @@ NAMES = (
     "long_context",
     "chunked_prefill",
     "chunked_prefill_ray",
+    "main_job",
     "million",
 )
 MILLION = 1_000_000
@@ -301,12 +305,15 @@ def run_chunked_prefill(work: Path, ray: bool = False) -> dict:
     cmd = [sys.executable, "-m", "sim", "-m", "scenario=chunked_prefill", *launcher,
            f"hydra.sweep.dir={sweep_dir}", "output.progress=false"]  # fmt: skip
     started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL, env=env)
     finally:
         if ray:
             subprocess.run([exe, "stop", "--force"], env=env, capture_output=True)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
     if len(summaries) != 64:
         raise RuntimeError(f"sweep wrote {len(summaries)} summaries, expected 64")
@@ -314,10 +321,32 @@ def run_chunked_prefill(work: Path, ray: bool = False) -> dict:
     rec = json.loads((sweep_dir / "sweep_summary.json").read_text())["recommendation"]
     steps = sum(s["sim"]["steps"] for s in summaries)
     sim_s = sum(s["sim"]["sim_time_s"] for s in summaries)
-    return _figures(wall, steps, sim_s) | {
+    busy = sum(s["sim"]["wall_time_s"] for s in summaries)  # each run's own simulation time
+    out = _figures(wall, steps, sim_s) | {
         "runs": len(table),
         "requests_per_run": int(table["completed"].max()),
         "recommendation": rec["setting"],
+        "simulation_s": round(busy, 2),
+    }
+    if not ray:  # Ray's worker processes are not this benchmark's children: no CPU figure
+        # everything but the runs' own simulations (start-up, checking the 64 configs, Hydra
+        # composing each, outputs, the sweep's report), CPU seconds per point
+        out["overhead_cpu_s_per_point"] = round((cpu - busy) / len(summaries), 3)
+    return out
+
+
+def run_main_job(work: Path) -> dict:
+    """`python -m sim` as a new user first runs it, every output, timed end to end."""
+    run_dir = work / "run"
+    cmd = [sys.executable, "-m", "sim", f"hydra.run.dir={run_dir}"]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    s = json.loads((run_dir / "summary.json").read_text())["sim"]
+    return _figures(wall, s["steps"], s["sim_time_s"]) | {
+        "requests": s["requests"],
+        "simulation_s": round(s["wall_time_s"], 3),  # the run alone, inside the process
+        "outputs": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
 
 
@@ -383,6 +412,7 @@ def worker(name: str, split: bool) -> None:
                 "long_context": run_long_context,
                 "chunked_prefill": run_chunked_prefill,
                 "chunked_prefill_ray": lambda w: run_chunked_prefill(w, ray=True),
+                "main_job": run_main_job,
                 "million": lambda w: run_million(
                     w, int(os.environ.get("SIM_BENCH_REQUESTS", MILLION))
                 ),
@@ -430,6 +460,11 @@ def main() -> None:
             f"{out['us_per_step']:>9.1f} {out['sim_s_per_wall_s']:>13.1f}",
             flush=True,
         )
+        if "overhead_cpu_s_per_point" in out:
+            print(
+                f"{'':<10} {out['simulation_s']} s simulating (all runs); the rest, "
+                f"{out['overhead_cpu_s_per_point']} CPU s per point"
+            )
         if "split" in out:
             sp = out["split"]
             print(

@@ -7,6 +7,7 @@ combination of a multirun sweep, so a bad value fails before the first simulatio
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Sequence
 
@@ -116,21 +117,52 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
                         f"{', '.join(group_options(key))}"
                     )
     bases: dict[tuple, DictConfig] = {}  # composing is slow: once per choice of groups
+    plain: dict[tuple, dict] = {}  # each base as plain data (converting is slow too)
     configs = []
     for combo in combos:
         groups = tuple(c for c in combo if c.split("=", 1)[0] in GROUPS)
         if groups not in bases:
             bases[groups] = compose_config(groups)
+            plain[groups] = _plain(bases[groups])
         base = bases[groups]
         for item in combo:
             if not item.startswith(("+", "~")):
                 _check_key(base, item.split("=", 1)[0])
+        items = [c for c in combo if c not in groups]
         try:
-            cfg = _apply(base, groups, [c for c in combo if c not in groups], parser)
+            data = _apply_plain(plain[groups], items, parser)
+            if data is None:
+                data = _plain(_apply(base, groups, items, parser))
         except (HydraException, OmegaConfBaseException, ValueError) as exc:
             raise UserError(str(exc).splitlines()[0]) from None
-        configs.append(to_sim_config(cfg))
+        configs.append(SimConfig.from_mapping(data))
     return configs
+
+
+def _plain(cfg: DictConfig) -> dict:
+    """The config as plain data, Hydra's own node left out (to_sim_config's mapping)."""
+    keys = [k for k in cfg if k != "hydra"]
+    return OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)
+
+
+def _apply_plain(base: dict, items: list[str], parser) -> dict | None:
+    """`base` (plain data) with these key=value overrides set, when each is a plain value
+    for a key the config has (checked by _check_key); None when one needs OmegaConf (a +key
+    or ~key, a list or mapping, an interpolation): _apply does those."""
+    data = copy.deepcopy(base)
+    for item in items:
+        if item.startswith(("+", "~")):
+            return None
+        o = parser.parse_override(item)
+        value = o.value()
+        if isinstance(value, (list, dict)) or (isinstance(value, str) and "${" in value):
+            return None
+        *parents, leaf = o.key_or_group.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    return data
 
 
 def _apply(base: DictConfig, groups: tuple, items: list[str], parser) -> DictConfig:

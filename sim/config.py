@@ -12,6 +12,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
 
 from sim.errors import UserError, shown
 
@@ -124,7 +125,8 @@ class WorkloadConfig:
 
 @dataclass(frozen=True, slots=True)
 class OutputConfig:
-    report: bool = True  # report.md with plots
+    report: bool | None = None  # report.md with plots; None: for a single run, not for each
+    # point of a sweep (the sweep's own report covers them)
     progress: bool = True  # a progress bar once a run takes more than a few seconds
     stream: bool | None = None  # write steps.parquet a chunk at a time as the run goes, so a
     # run of any length holds one chunk of steps in memory (the report then plots every
@@ -318,12 +320,18 @@ class SimConfig:
         return _build(cls, data, "")
 
 
+@cache
+def _hints(cls) -> dict:
+    """The type hints of a config dataclass (resolving them is slow; they never change)."""
+    return typing.get_type_hints(cls)
+
+
 def _build(cls, data, prefix: str):
     if not isinstance(data, Mapping):
         raise UserError(
             f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {shown(data, 60)}"
         )
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known, key=str)
     if unknown:

@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+from sim.cli import check_overrides, compose_config, to_sim_config
 from sim.paths import REPO_DIR
 from tests.conftest import RUN_FILES
 
@@ -104,6 +105,39 @@ def test_multirun_sweeps_each_value_into_its_own_dir(tmp_path):
         for i in (0, 1)
     )
     assert rates == [5.0, 10.0]
+    # output.report=null (the default): no per-point report.md or plots in a sweep, whose own
+    # report covers its points; a single run gets them (test_run_writes_everything...)
+    for i in (0, 1):
+        assert not (tmp_path / "sweep" / str(i) / "report.md").exists()
+        assert not list((tmp_path / "sweep" / str(i)).glob("*.png"))
+    assert (tmp_path / "sweep" / "report.md").is_file()
+    r = sim(
+        "-m",
+        "workload.rate=5",
+        "workload.num_requests=20",
+        "output.report=true",
+        f"hydra.sweep.dir={tmp_path / 'asked'}",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "asked" / "0" / "report.md").is_file()  # asked for: written
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["workload.rate=7.5", "engine_args.max_num_seqs=64", "seed=3"],
+        ["scenario=chunked_prefill", "engine_args.max_num_batched_tokens=1024"],
+        ["engine=sglang", "workload.input_len=300", "output.report=false", "trace=true"],
+        ["engine_args.long_prefill_token_threshold=0", "slo.ttft_ms=500", "parallel.tp=2"],
+        ["kernel_check.timings=x.csv", "workload.kind=closed_loop", "workload.concurrency=4"],
+    ],
+)
+def test_checked_configs_match_hydras_composition(overrides):
+    """check_overrides sets plain key=value overrides on the composed base as plain data (a
+    fast path for sweeps of many points): the configs must equal Hydra's own composition."""
+    (checked,) = check_overrides(overrides)
+    assert checked == to_sim_config(compose_config(overrides))
 
 
 def test_trace_replay_from_the_command_line(tmp_path):

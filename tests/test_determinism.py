@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from sim.config import SimConfig
+from sim.run.simulate import simulate
 from tests.conftest import RUN_FILES, run_task_into
 
 
@@ -38,3 +40,29 @@ def test_every_engine_family_is_deterministic(tmp_path, monkeypatch):
         ]
         for name in ("requests.parquet", "steps.parquet"):
             assert (runs[0] / name).read_bytes() == (runs[1] / name).read_bytes(), (engine, name)
+
+
+def test_runs_sharing_a_process_price_alike():
+    """Cost models of one process that price the same model alike share their per-token and
+    decode memos (a sweep's points in one worker): a run after another gives the same bits
+    and names the same tables, in the same order, as the same run alone."""
+    import sim.cost.attention as attention  # the process-wide memos, emptied for a fresh run
+    import sim.cost.step as step
+
+    def config(budget: int) -> SimConfig:
+        return SimConfig.from_mapping({
+            "engine_args": {"max_num_batched_tokens": budget, "max_num_seqs": 32},
+            "workload": {"kind": "poisson", "rate": 20.0, "num_requests": 60},
+            "output": {"report": False, "progress": False},
+        })  # fmt: skip
+
+    step._TOKEN_MEMOS.clear()
+    attention._SHARED.clear()
+    alone = simulate(config(2048))
+    simulate(config(512))  # fills the memos with another budget's steps
+    after = simulate(config(2048))
+    assert len(step._TOKEN_MEMOS) == 1
+    for result in (alone, after):
+        result.summary["sim"].pop("wall_time_s")
+    assert json.dumps(after.summary) == json.dumps(alone.summary)  # priced_with order too
+    assert after.requests.equals(alone.requests)

@@ -4,7 +4,8 @@ hand-worked allocation whose block ids are known exactly."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
-from hypothesis import settings
+import pytest
+from hypothesis import given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from sim.kv.block_pool import BlockPool
@@ -150,3 +151,40 @@ def test_full_sequence_must_fit_refuses_what_would_only_fit_a_chunk():
     long = req(0, [1, 2, 3, 4], 16, 4)
     assert kv.allocate_slots(long, 4, full_sequence_must_fit=True) is None
     assert kv.allocate_slots(long, 4) is not None  # a chunk alone would have fit
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    num_blocks=st.integers(2, 40),
+    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 1000)), max_size=40),
+    look=st.integers(0, 40),
+)
+def test_blocks_are_built_when_first_handed_out(num_blocks, ops, look):
+    """The pool builds a block only when it first hands it out, yet every call gives the
+    blocks the whole free queue of vLLM gives: never-used blocks first, by id, then freed ones
+    in the order they were freed (a reference queue of every block, kept alongside). Looking
+    at free_queue part way (it builds the rest) changes nothing after."""
+    pool = BlockPool(num_blocks)
+    assert len(pool.blocks) == 1  # the null block only
+    queue = list(range(1, num_blocks))  # the reference: vLLM's queue, every block in it
+    held: list = []
+    for k, (take, n, pick) in enumerate(ops):
+        if k == look:
+            assert list(pool.free_queue) == queue
+        if take:
+            n = min(n, len(queue))
+            got = pool.get_new_blocks(n)
+            assert [b.block_id for b in got] == queue[:n]
+            del queue[:n]
+            held += got
+        elif held:
+            freed = [held.pop(pick % len(held)) for _ in range(min(n, len(held)))]
+            pool.free_blocks(freed)
+            queue += [b.block_id for b in freed]
+        assert pool.num_free_blocks == len(queue)
+        assert len(pool.blocks) <= num_blocks
+        pool.check_invariants()
+    assert list(pool.free_queue) == queue
+    pool.check_invariants()
+    with pytest.raises(ValueError, match="free"):
+        pool.get_new_blocks(len(queue) + 1)

@@ -11,6 +11,7 @@ import yaml
 
 from sim.errors import UserError
 from sim.paths import CALIBRATION_DIR
+from sim.specs.cached import parsed
 
 PROFILE_DIR = CALIBRATION_DIR / "profiles"
 
@@ -36,6 +37,10 @@ class CostProfile:
         if not path.is_file():
             names = ", ".join(sorted(p.stem for p in root.glob("*.yaml")))
             raise UserError(f"no prior cost profile {name!r}; choose one of: {names}")
+        return parsed(path, cls._read)
+
+    @classmethod
+    def _read(cls, path: Path) -> CostProfile:
         data = yaml.safe_load(path.read_text())
         expected = {f.name for f in fields(cls)}
         missing = sorted(expected - set(data or {}))

@@ -17,6 +17,7 @@ from sim.cost.kernels import CommTable, KernelPricer
 from sim.cost.prior import PROFILE_DIR, CostProfile
 from sim.cost.surface import Surface
 from sim.errors import UserError
+from sim.specs.cached import parsed
 from sim.specs.hardware import Hardware
 
 
@@ -44,6 +45,10 @@ class GpuProfile:
 
     @classmethod
     def load(cls, path: Path) -> GpuProfile:
+        return parsed(path, cls._read)
+
+    @classmethod
+    def _read(cls, path: Path) -> GpuProfile:
         try:
             data = json.loads(path.read_text())
             return cls(

@@ -160,8 +160,12 @@ class CostModel:
             settings.attention_backend,
         )
         self.shapes = self.attention.shapes
-        self._memo: dict[int, tuple[float, float, float, float]] = {}  # by token count
-        self._lm_head: dict[int, float] = {}  # by batch size
+        # by token count, and by batch size: shared with every cost model of this process that
+        # prices the same model alike (a sweep's points in one worker, upgrade_diff's runs)
+        self._memo, self._lm_head = _token_memos(
+            pricer, model, tp, ep, self.dense_dtype, self.expert_dtype
+        )
+        self._priced_once = False
         self._decode_base: dict[int, StepCost] = {}  # see decode_run
         self.draft_model = None  # speculative_method=draft_model: the draft's CostModel
         if settings.speculative_method == "draft_model":
@@ -281,6 +285,11 @@ class CostModel:
         """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs
         t tokens for `batch` sequences: the LM head depends on the batch alone, the rest on t
         alone, so both are memoised."""
+        if not self._priced_once:  # this pricer's own record of the tables it priced with
+            # (summary priced_with), in the order a fresh memo would have made it
+            self._priced_once = True
+            self._memo[t] = self._per_token_count(t)
+            self._lm_head[batch] = self.lm_head_s(batch)
         if t not in self._memo:
             self._memo[t] = self._per_token_count(t)
         linear, moe, elementwise, allreduce = self._memo[t]
@@ -406,6 +415,26 @@ class CostModel:
 
     def step_time_s(self, plan: StepPlan) -> float:
         return self.step_cost(plan).total_s
+
+
+# _per_token_count and lm_head_s depend on the pricer (its fingerprint), the model, tp, ep and
+# the weight formats alone: cost models that share them share the memos (no bit changes)
+TOKEN_MEMOS_MAX = 64  # kept; beyond, the oldest are forgotten (not a live cost model's own)
+_TOKEN_MEMOS: dict[tuple, tuple[dict, dict]] = {}
+
+
+def _token_memos(pricer, model: ModelSpec, tp: int, ep: int, dense: str, expert: str):
+    """The per-token-count and per-batch memos of a cost model (shared when the pricer has a
+    fingerprint; fresh otherwise)."""
+    if pricer.fingerprint is None:
+        return {}, {}
+    key = (pricer.fingerprint, model, tp, ep, dense, expert)
+    memos = _TOKEN_MEMOS.get(key)
+    if memos is None:
+        if len(_TOKEN_MEMOS) >= TOKEN_MEMOS_MAX:
+            del _TOKEN_MEMOS[next(iter(_TOKEN_MEMOS))]
+        memos = _TOKEN_MEMOS[key] = ({}, {})
+    return memos
 
 
 def _gemm_dtype(dtype: str) -> str:

@@ -5,6 +5,11 @@ prefix) and then sits in `cached` so later requests with the same prefix can reu
 Free blocks (ref_cnt == 0) wait in `free_queue` in eviction order: the head is evicted first.
 A cached free block stays findable until it is popped for reuse. Block 0 is the null block,
 never handed out, as in vLLM.
+
+The queue starts as every block in id order, and a freed block joins its tail, so the blocks
+never handed out are always its head, in id order: they are not built until handed out (a
+pool of 100,000 blocks costs nothing until used), and `free_queue` holds the freed ones behind
+them (`free_queue` builds the whole queue, for checks and tests).
 """
 
 from __future__ import annotations
@@ -26,22 +31,34 @@ class BlockPool:
     def __init__(self, num_blocks: int, lower: OffloadTiers | None = None):
         if num_blocks < 2:
             raise ValueError("a block pool needs the null block and at least one more")
-        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.num_blocks = num_blocks
+        self.blocks = [Block(0)]  # every block handed out so far, by id (they go out in order)
         self.null_block = self.blocks[0]
-        self.free_queue: OrderedDict[int, Block] = OrderedDict(
-            (b.block_id, b) for b in self.blocks[1:]
-        )
+        # freed blocks in eviction order, all behind the never-used ones
+        self._freed: OrderedDict[int, Block] = OrderedDict()
         # hash -> {block_id: block}: two requests may compute the same block concurrently.
         self.cached: dict[int, dict[int, Block]] = {}
         self.lower = lower  # the offload tiers evicted content moves to (None: it vanishes)
 
     @property
     def num_usable_blocks(self) -> int:
-        return len(self.blocks) - 1
+        return self.num_blocks - 1
 
     @property
     def num_free_blocks(self) -> int:
-        return len(self.free_queue)
+        return self.num_blocks - len(self.blocks) + len(self._freed)
+
+    @property
+    def free_queue(self) -> OrderedDict[int, Block]:
+        """The whole free queue, block id -> block, head first (every block built)."""
+        start = len(self.blocks)
+        if start < self.num_blocks:
+            fresh = [Block(i) for i in range(start, self.num_blocks)]
+            self.blocks.extend(fresh)
+            queue = OrderedDict((b.block_id, b) for b in fresh)
+            queue.update(self._freed)
+            self._freed = queue
+        return self._freed
 
     @property
     def num_used_blocks(self) -> int:
@@ -53,26 +70,33 @@ class BlockPool:
 
     def get_new_blocks(self, n: int) -> list[Block]:
         """Pop `n` blocks from the head of the free queue, evicting their cached hashes."""
-        if n > len(self.free_queue):
-            raise ValueError(f"asked for {n} blocks, {len(self.free_queue)} free")
-        pop = self.free_queue.popitem
-        out = [pop(last=False)[1] for _ in range(n)]
-        for block in out:
-            if block.block_hash is not None:
-                self._evict(block)
-            block.ref_cnt = 1
+        free = self.num_free_blocks
+        if n > free:
+            raise ValueError(f"asked for {n} blocks, {free} free")
+        start = len(self.blocks)
+        fresh = min(n, self.num_blocks - start)  # never used: the head of the queue
+        out = [Block(i, 1) for i in range(start, start + fresh)]
+        self.blocks.extend(out)
+        if n > fresh:
+            pop = self._freed.popitem
+            for _ in range(n - fresh):
+                block = pop(last=False)[1]
+                if block.block_hash is not None:
+                    self._evict(block)
+                block.ref_cnt = 1
+                out.append(block)
         return out
 
     def touch(self, blocks: list[Block]) -> None:
         """A prefix hit: take a reference, pulling the block out of the free queue if idle."""
         for block in blocks:
             if block.ref_cnt == 0:
-                del self.free_queue[block.block_id]
+                del self._freed[block.block_id]
             block.ref_cnt += 1
 
     def free_blocks(self, ordered: list[Block]) -> None:
         """Drop a reference; idle blocks join the queue's tail in the order given."""
-        queue = self.free_queue
+        queue = self._freed
         for block in ordered:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
@@ -96,10 +120,13 @@ class BlockPool:
         block.block_hash = None
 
     def check_invariants(self) -> None:
-        assert self.null_block.block_id not in self.free_queue
+        assert self.null_block.block_id not in self._freed
+        assert all(block_id < len(self.blocks) for block_id in self._freed)
+        for i, block in enumerate(self.blocks):
+            assert block.block_id == i, block
         for block in self.blocks[1:]:
             assert block.ref_cnt >= 0, block
-            assert (block.ref_cnt == 0) == (block.block_id in self.free_queue), block
+            assert (block.ref_cnt == 0) == (block.block_id in self._freed), block
             if block.block_hash is not None:
                 assert self.cached[block.block_hash][block.block_id] is block
         for block_hash, same in self.cached.items():

@@ -114,6 +114,26 @@ class KVCacheManager:
             self._cache_full_blocks(req, min(num_computed + num_new_tokens, req.num_tokens))
         return new_blocks
 
+    def grow(self, req: Request, num_new_tokens: int) -> bool:
+        """allocate_slots(req, num_new_tokens) for a running request (no prefix hits, no
+        offload hits, no full-sequence reservation), on its common path: True when it is done,
+        False when it needs new blocks and the pool cannot hold them (nothing changed)."""
+        if self.lower_hits:  # as allocate_slots: a stale lookup is dropped
+            self.lower_hits.pop(req.request_id, None)
+        blocks = self.req_blocks.get(req.request_id)
+        if blocks is None:  # holds nothing yet: the full path
+            return self.allocate_slots(req, num_new_tokens) is not None
+        end = req.num_computed_tokens + num_new_tokens
+        num_new_blocks = -(-end // self.block_size) - len(blocks)
+        if num_new_blocks > 0:
+            if num_new_blocks > self.pool.num_free_blocks:
+                return False
+            blocks.extend(self.pool.get_new_blocks(num_new_blocks))
+        if self.enable_caching:
+            num_tokens = req.prompt_len + req.num_output_tokens
+            self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
+        return True
+
     def _cache_full_blocks(self, req: Request, num_tokens: int) -> None:
         """Hash and cache the blocks `num_tokens` fill; a request's private blocks (those no
         other request can share) are only counted here, and hashed if it is preempted."""

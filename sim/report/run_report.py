@@ -20,6 +20,7 @@ CDF_POINTS = 20_000  # a longer run's CDF is drawn through this many of its poin
 def plot_latency_cdfs(requests: pd.DataFrame, path: Path) -> str:
     done = requests.loc[requests["status"] == "finished", ["ttft_s", "tpot_s", "e2el_s"]]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.16, top=0.86, wspace=0.28)
     for ax, (col, label) in zip(
         axes, [("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2el_s", "E2E latency")], strict=True
     ):
@@ -35,7 +36,6 @@ def plot_latency_cdfs(requests: pd.DataFrame, path: Path) -> str:
     axes[0].set_ylabel("fraction of requests")
     axes[0].legend(loc="lower right")
     fig.suptitle("Latency distributions (finished requests)")
-    fig.tight_layout()
     return save_png(fig, path)
 
 
@@ -45,6 +45,7 @@ def plot_throughput_kv(view: StepOverview, num_blocks: int, path: Path) -> str:
     mids = (edges[:-1] + edges[1:]) / 2
     steps = view.sample
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.1, top=0.92, hspace=0.12)
     ax1.plot(mids, view.decode_tokens / width, label="decode (output) tokens/s")
     ax1.plot(mids, view.prefill_tokens / width, label="prefill tokens/s", alpha=0.7)
     ax1.set_ylabel("tokens / s")
@@ -61,7 +62,6 @@ def plot_throughput_kv(view: StepOverview, num_blocks: int, path: Path) -> str:
     ax2.set_ylim(0, 100)
     ax2.grid(alpha=0.3)
     fig.suptitle("Throughput and KV-cache usage over time")
-    fig.tight_layout()
     return save_png(fig, path)
 
 
@@ -73,6 +73,7 @@ def plot_batch_composition(view: StepOverview, budget: int, path: Path) -> str:
     """Per step: requests by phase, tokens by phase (log scale), and the waiting queue."""
     steps = view.sample
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.08, top=0.94, hspace=0.12)
     t = steps["start_s"].to_numpy()
     decode = steps["decode_tokens"].to_numpy()  # one token per decoding request
     prefill_reqs = steps["batch_size"].to_numpy() - decode
@@ -100,7 +101,6 @@ def plot_batch_composition(view: StepOverview, budget: int, path: Path) -> str:
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
     fig.suptitle("Batch composition per step" + _every(view).replace("\n", " "))
-    fig.tight_layout()
     return save_png(fig, path)
 
 

@@ -335,7 +335,7 @@ def _apply(engine: Engine, run: _Run) -> None:
         req = running[i]
         req.num_computed_tokens = computed
         req.num_output_tokens = out
-        if kv.allocate_slots(req, n) is None:
+        if not kv.grow(req, n):
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
     for i, req in enumerate(running):
         req.num_computed_tokens = run.computed[i]

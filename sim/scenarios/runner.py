@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -84,6 +84,8 @@ def run_task(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
+    if sim_cfg.output.report is None:  # plots for a single run; a sweep's report covers its points
+        sim_cfg = replace(sim_cfg, output=replace(sim_cfg.output, report=not sweeping))
     config = asdict(sim_cfg)
     sweeper = getattr(hc, "sweeper", None)
     params = sweeper.get("params") if sweeper is not None else None

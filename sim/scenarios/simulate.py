@@ -46,9 +46,10 @@ class Simulate:
             write_parquet_chunks(out_dir / "requests.parquet", result.requests)
         if result.phases is not None:
             write_trace_files(result, out_dir)
-        if cfg.output.report and "disagg" in result.summary:
+        report = cfg.output.report is not False  # None (no runner to decide): a single run's
+        if report and "disagg" in result.summary:
             write_run_report(result, out_dir)
-        elif cfg.output.report:
+        elif report:
             write_report(result, out_dir)
         write_json(out_dir / "summary.json", result.summary)
 

@@ -167,7 +167,7 @@ class SglangScheduler(SchedulerBase):
         else:
             self.new_token_ratio = max(self.new_token_ratio - self.decay, self.min_ratio)
         for req in batch:
-            if self.kv.allocate_slots(req, 1) is None:
+            if not self.kv.grow(req, 1):
                 raise RuntimeError(f"request {req.request_id}: no block after retraction")
         return self._plan(batch, [1] * len(batch), retracted)
 

@@ -66,7 +66,7 @@ class TrtllmScheduler(SchedulerBase):
                 i += 1
                 continue  # a whole context does not fit this step's tokens: next step
             n = min(n, budget)
-            while self.kv.allocate_slots(req, n) is None:
+            while not self.kv.grow(req, n):
                 if self.no_evict:
                     raise RuntimeError(f"request {req.request_id}: guaranteed blocks missing")
                 victim = self.running.pop()

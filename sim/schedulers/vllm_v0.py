@@ -169,7 +169,7 @@ class VllmV0Scheduler(SchedulerBase):
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = self._chunk(req.num_tokens - req.num_computed_tokens, budget) if chunked else 1
-            while self.kv.allocate_slots(req, n) is None:
+            while not self.kv.grow(req, n):
                 victim = self.running.pop()
                 swap_bytes += self._preempt_v0(victim)
                 if victim is req:

@@ -48,9 +48,10 @@ class VllmV1Scheduler(SchedulerBase):
                 i += 1
                 continue
             end = c + n
-            if end > len(held[req.request_id]) * block_size or (
-                caching and end // block_size > c // block_size
-            ):  # a new block, or a block to cache: the pool's full path
+            if (
+                end > len(held[req.request_id]) * block_size
+                or (caching and end // block_size > c // block_size)
+            ) and not kv.grow(req, n):  # a new block the pool cannot give: preempt for it
                 ok, returned = self._allocate_or_preempt(req, n, reqs, new_tokens)
                 budget += returned
                 if not ok:

@@ -12,6 +12,7 @@ import yaml
 
 from sim.errors import UserError, key_name, shown
 from sim.paths import HARDWARE_DIR
+from sim.specs.cached import parsed
 
 _REQUIRED = {
     "name": str,
@@ -96,6 +97,10 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
             )
     elif not _is_file(path):
         raise UserError(f"hardware file {path} does not exist")
+    return parsed(path, _read)
+
+
+def _read(path: Path) -> Hardware:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -12,6 +12,7 @@ import yaml
 
 from sim.errors import UserError, shown
 from sim.paths import HARDWARE_DIR
+from sim.specs.cached import parsed
 from sim.specs.hardware import Hardware
 
 LINKS_FILE = "links.yaml"
@@ -40,7 +41,10 @@ def link_names(root: Path = HARDWARE_DIR) -> list[str]:
 
 
 def _catalogue(root: Path) -> dict:
-    path = root / LINKS_FILE
+    return parsed(root / LINKS_FILE, _read_catalogue)
+
+
+def _read_catalogue(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
