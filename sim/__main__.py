@@ -18,7 +18,7 @@ import hydra
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig
 
-from sim.cli import check_overrides, split_argv
+from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv
 from sim.errors import UserError
 from sim.paths import SCENARIO_DIR
 from sim.scenarios.runner import check, run_task
@@ -57,24 +57,31 @@ def main() -> None:
     overrides, multirun = split_argv(sys.argv[1:])
     if not INFORMATIONAL & set(sys.argv[1:]):
         try:
-            for cfg in check_overrides(overrides, multirun):
+            configs = check_overrides(overrides, multirun)
+            for cfg in configs:
                 check(cfg)
         except UserError as exc:
             if _debug():
                 raise
             fail(str(exc))
-        if multirun:
+        if multirun and len(configs) < MAX_SWEEP_CHECKS:  # every point checked here:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
             Sweeper.validate_batch_is_legal = _checked_already
     _hydra_entry()
 
 
+_hydra_validate = Sweeper.validate_batch_is_legal
+
+
 def _checked_already(self, batch) -> None:
     """Hydra's basic sweeper composes every point's config once more before it launches them
     (validate_batch_is_legal), one after another in this process, to catch composition errors
     early. check_overrides has composed and checked every point of the sweep already, so that
-    pass, a third of a short point's cost, is skipped."""
+    pass, a third of a short point's cost, is skipped; another sweeper's points (an optimiser's,
+    chosen as it goes) were not checked here, and keep Hydra's pass."""
+    if type(self).__name__ != "BasicSweeper":
+        _hydra_validate(self, batch)
 
 
 if __name__ == "__main__":

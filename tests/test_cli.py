@@ -156,3 +156,22 @@ def test_trace_replay_from_the_command_line(tmp_path):
     reqs = pd.read_parquet(out / "requests.parquet")
     assert len(reqs) == 200 and reqs["arrival_s"].iloc[0] == 0.0
     assert reqs["prompt_tokens"].iloc[:2].tolist() == [374, 396]  # the file's first rows
+
+
+def test_hydras_second_pass_is_skipped_only_for_sweeps_checked_here(monkeypatch):
+    """python -m sim composes and checks every point of a basic sweep before Hydra starts, so
+    Hydra's own pass over them is skipped; another sweeper's points keep it."""
+    import sim.__main__ as entry  # the entry point's module, for its hook
+
+    calls = []
+    monkeypatch.setattr(entry, "_hydra_validate", lambda self, batch: calls.append(batch))
+
+    class BasicSweeper:
+        pass
+
+    class OptunaSweeper:
+        pass
+
+    entry._checked_already(BasicSweeper(), [["a=1"]])
+    entry._checked_already(OptunaSweeper(), [["a=2"]])
+    assert calls == [[["a=2"]]]

@@ -70,21 +70,32 @@ class BlockPool:
 
     def get_new_blocks(self, n: int) -> list[Block]:
         """Pop `n` blocks from the head of the free queue, evicting their cached hashes."""
-        free = self.num_free_blocks
-        if n > free:
-            raise ValueError(f"asked for {n} blocks, {free} free")
-        start = len(self.blocks)
-        fresh = min(n, self.num_blocks - start)  # never used: the head of the queue
-        out = [Block(i, 1) for i in range(start, start + fresh)]
-        self.blocks.extend(out)
-        if n > fresh:
-            pop = self._freed.popitem
-            for _ in range(n - fresh):
-                block = pop(last=False)[1]
-                if block.block_hash is not None:
-                    self._evict(block)
-                block.ref_cnt = 1
-                out.append(block)
+        out = self.take(n)
+        if out is None:
+            raise ValueError(f"asked for {n} blocks, {self.num_free_blocks} free")
+        return out
+
+    def take(self, n: int) -> list[Block] | None:
+        """get_new_blocks, or None (nothing taken) when fewer than `n` blocks are free."""
+        blocks = self.blocks
+        start = len(blocks)
+        fresh = self.num_blocks - start  # never used: the head of the queue
+        freed = self._freed
+        if n > fresh + len(freed):
+            return None
+        if n <= fresh:
+            out = [Block(i, 1) for i in range(start, start + n)]
+            blocks.extend(out)
+            return out
+        out = [Block(i, 1) for i in range(start, self.num_blocks)]
+        blocks.extend(out)
+        pop = freed.popitem
+        for _ in range(n - fresh):
+            block = pop(last=False)[1]
+            if block.block_hash is not None:
+                self._evict(block)
+            block.ref_cnt = 1
+            out.append(block)
         return out
 
     def touch(self, blocks: list[Block]) -> None:

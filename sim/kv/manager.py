@@ -126,9 +126,10 @@ class KVCacheManager:
         end = req.num_computed_tokens + num_new_tokens
         num_new_blocks = -(-end // self.block_size) - len(blocks)
         if num_new_blocks > 0:
-            if num_new_blocks > self.pool.num_free_blocks:
+            new = self.pool.take(num_new_blocks)
+            if new is None:
                 return False
-            blocks.extend(self.pool.get_new_blocks(num_new_blocks))
+            blocks.extend(new)
         if self.enable_caching:
             num_tokens = req.prompt_len + req.num_output_tokens
             self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
