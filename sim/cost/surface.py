@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import base64
 import bisect
+import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import spsolve
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 # Coefficients are stored as little-endian float16 in base64: a log-ratio to 3 significant
 # digits (0.1% of a time), a third of the size of decimal text.
@@ -50,7 +53,18 @@ class Surface:
             return base[:, None], np.ones((len(x), 1))
         weight = np.ones((len(x), len(offsets)))
         for j, (d, k, lo, hi, stride, last) in enumerate(cells):
-            v = np.minimum(np.maximum(x[:, d], lo), hi)
+            column = x[:, d]
+            first = column[0]
+            if math.isfinite(first) and (column == first).all():
+                # one value down the column (a decode table's batch size and head shape):
+                # its cell and weights once, by the same operations, so the same bits
+                v = min(max(first, lo), hi)
+                i = min(max(int(k.searchsorted(v, side="right")) - 1, 0), last)
+                base += i * stride
+                f = (v - k[i]) / (k[i + 1] - k[i])
+                weight *= np.where(bits[:, j] == 1, f, 1 - f)
+                continue
+            v = np.minimum(np.maximum(column, lo), hi)
             i = np.minimum(np.maximum(k.searchsorted(v, side="right") - 1, 0), last)
             base += i * stride
             f = ((v - k[i]) / (k[i + 1] - k[i]))[:, None]
@@ -85,6 +99,8 @@ class Surface:
 
     def design(self, x: np.ndarray) -> sp.csr_matrix:
         """The sparse matrix B with B @ coef.ravel() == self(x)."""
+        import scipy.sparse as sp  # fitting only: pricing (every run) need not import it
+
         index, weight = self._index_weights(x)
         rows = np.repeat(np.arange(len(x)), index.shape[1])
         size = int(np.prod(self.shape))
@@ -92,6 +108,8 @@ class Surface:
 
     def penalty(self) -> sp.csr_matrix:
         """Second differences along every feature with three or more knots."""
+        import scipy.sparse as sp  # fitting only: pricing (every run) need not import it
+
         blocks = []
         for d, length in enumerate(self.shape):
             if length < 3:
@@ -108,6 +126,9 @@ class Surface:
 
     def fitted(self, x: np.ndarray, y: np.ndarray, smoothing: float) -> Surface:
         """Least squares of y on the grid, plus smoothing^2 x |second differences|^2."""
+        import scipy.sparse as sp  # fitting only: pricing (every run) need not import it
+        from scipy.sparse.linalg import spsolve  # fitting only, as above
+
         design = self.design(np.asarray(x, dtype=np.float64))
         pen = self.penalty()
         normal = design.T @ design + smoothing**2 * (pen.T @ pen)
