@@ -86,6 +86,11 @@ class KVCacheManager:
         With `full_sequence_must_fit`, admission also requires room for all of req's known
         tokens, not just this chunk (vLLM's scheduler_reserve_full_isl).
         """
+        if not (new_computed_blocks or num_new_computed_tokens or full_sequence_must_fit):
+            blocks = self.req_blocks.get(req.request_id)
+            if blocks:  # a request that holds blocks grows: grow's path
+                held = len(blocks)
+                return blocks[held:] if self.grow(req, num_new_tokens) else None
         blocks = self.req_blocks.setdefault(req.request_id, [])
         num_computed = req.num_computed_tokens + num_new_computed_tokens
         held = len(blocks) + len(new_computed_blocks)
@@ -115,14 +120,15 @@ class KVCacheManager:
         return new_blocks
 
     def grow(self, req: Request, num_new_tokens: int) -> bool:
-        """allocate_slots(req, num_new_tokens) for a running request (no prefix hits, no
-        offload hits, no full-sequence reservation), on its common path: True when it is done,
-        False when it needs new blocks and the pool cannot hold them (nothing changed)."""
-        if self.lower_hits:  # as allocate_slots: a stale lookup is dropped
-            self.lower_hits.pop(req.request_id, None)
+        """allocate_slots(req, num_new_tokens) without prefix or offload hits or a full-sequence
+        reservation, for a request that holds blocks (the one implementation of that path,
+        which allocate_slots takes too): True when it is done, False when it needs new blocks
+        and the pool cannot hold them (nothing changed)."""
         blocks = self.req_blocks.get(req.request_id)
-        if blocks is None:  # holds nothing yet: the full path
+        if not blocks:  # holds nothing yet: the full path (which forgets it on a failure)
             return self.allocate_slots(req, num_new_tokens) is not None
+        if self.lower_hits:  # as the full path: a stale lookup is dropped
+            self.lower_hits.pop(req.request_id, None)
         end = req.num_computed_tokens + num_new_tokens
         num_new_blocks = -(-end // self.block_size) - len(blocks)
         if num_new_blocks > 0:
