@@ -1,18 +1,21 @@
 """`python -m sim [scenario=NAME] [KEY=VALUE ...]`: one run (or a -m sweep), its outputs in the
 run dir.
 
-Hydra composes scenarios/; `hydra.run.dir=DIR` chooses where everything goes; `-m` sweeps.
-Every run's config is checked before Hydra starts (sim/cli.py, then the scenario's own check):
-a wrong key, a bad value or a model that does not fit prints one line and exits 2; --debug
-(or SIM_DEBUG=1) shows the traceback instead. sim/scenarios/runner.py runs the task. A run dir
-holds a file INCOMPLETE while its task runs, and keeps it if the task did not finish (Ctrl-C
-exits 130).
+Hydra composes scenarios/; `hydra.run.dir=DIR` chooses where everything goes; `-m` sweeps (on
+every core: scenarios/config.yaml makes joblib the launcher). Every run's config is checked
+before Hydra starts (sim/cli.py, then the scenario's own check): a wrong key, a bad value or a
+model that does not fit prints one line and exits 2; --debug (or SIM_DEBUG=1) shows the
+traceback instead. sim/scenarios/runner.py runs the task. A run dir holds a file INCOMPLETE
+while its task runs, and keeps it if the task did not finish (Ctrl-C exits 130). `--help`,
+`--version` and `--list` answer before any of that (sim/scenarios/listing.py lists).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.plugins.sweeper import Sweeper
@@ -20,10 +23,37 @@ from omegaconf import DictConfig
 
 from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv
 from sim.errors import UserError
-from sim.paths import SCENARIO_DIR
-from sim.scenarios.runner import check, run_task
+from sim.paths import REPO_DIR, SCENARIO_DIR
+from sim.specs.model_config import catalogue_name
 
-INFORMATIONAL = {"-h", "--help", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
+INFORMATIONAL = {"--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
+# Tasks whose every run fans out simulations on every core (sim/scenarios/fanout.py; each has
+# a `jobs` setting): their -m sweeps keep Hydra's basic launcher (_choose_launcher).
+SELF_PARALLEL_TASKS = frozenset({"upgrade_diff", "long_context", "capacity", "disagg", "validate"})
+HELP = """\
+sim {version}: a discrete-event simulator of LLM serving engines (vLLM, SGLang, TensorRT-LLM)
+
+  python -m sim [scenario=NAME] [KEY=VALUE ...]   one run; its outputs in the run dir
+  python -m sim -m KEY=A,B [KEY=C,D ...]          a sweep of every combination, on every core
+  python -m sim --list [models|gpus|engines|scenarios|workloads]   what the catalogues hold
+  python -m sim --version | --help | --hydra-help | --cfg job
+
+The main job: why an upgrade changed latency and throughput, setting by setting:
+  python -m sim scenario=upgrade_diff upgrade.before=vllm@0.6.3 upgrade.after=vllm@0.10.2
+
+Every key of scenarios/config.yaml can be set on the command line, e.g.
+  model=llama-3.1-70b hardware=h200 parallel.tp=4 engine=vllm@0.8.5 workload.rate=8
+  engine_args.max_num_batched_tokens=2048 hydra.run.dir=DIR
+--cfg job prints the composed config (every key and its value) without running; a wrong key
+or value is one line naming it and what is allowed (exit 2); --debug shows its traceback.
+model= takes a catalogue name, a HuggingFace id of one (meta-llama/Llama-3.1-8B-Instruct) or a
+path to a config.json; hardware= a catalogue GPU or a path to a .yaml file.
+-m runs the points in joblib's worker processes (one at a time for scenarios that fan out on
+every core themselves); hydra/launcher=basic runs them one at a time in this process,
+hydra/launcher=ray on a Ray cluster.
+
+Docs: README.md; docs/running.md (every scenario), docs/sweeps.md, docs/architecture.md.
+Hydra's own flags (--cfg, --info, --multirun, shell completion): python -m sim --hydra-help"""
 
 
 def fail(message: str) -> None:
@@ -33,6 +63,8 @@ def fail(message: str) -> None:
 
 @hydra.main(config_path=str(SCENARIO_DIR), config_name="config", version_base="1.3")
 def _hydra_entry(cfg: DictConfig) -> None:
+    from sim.scenarios.runner import run_task  # start-up time: see main()
+
     try:
         run_task(cfg)
     except UserError as exc:
@@ -54,6 +86,12 @@ def main() -> None:
         sys.argv.remove("--debug")
         os.environ["SIM_DEBUG"] = "1"
         os.environ["HYDRA_FULL_ERROR"] = "1"
+    if _answered(sys.argv[1:]):
+        return
+    # start-up time: the runner imports the simulator, pandas and matplotlib, which --help,
+    # --version and --list do without
+    from sim.scenarios.runner import check
+
     overrides, multirun = split_argv(sys.argv[1:])
     if not INFORMATIONAL & set(sys.argv[1:]):
         try:
@@ -64,11 +102,91 @@ def main() -> None:
             if _debug():
                 raise
             fail(str(exc))
+        _say_models(configs)
+        if multirun:
+            _choose_launcher(overrides, configs)
         if multirun and len(configs) < MAX_SWEEP_CHECKS:  # every point checked here:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
             Sweeper.validate_batch_is_legal = _checked_already
     _hydra_entry()
+
+
+def _answered(argv: list[str]) -> bool:
+    """--version, --help (-h) or --list [SECTION], answered here: True when one was."""
+    if "--version" in argv:
+        print(
+            f"sim {version()} (Hydra {importlib.metadata.version('hydra-core')}, Python "
+            f"{sys.version.split()[0]})"
+        )
+        return True
+    if "--help" in argv or "-h" in argv:
+        print(HELP.format(version=version()))
+        return True
+    for i, arg in enumerate(argv):
+        if arg == "--list" or arg.startswith("--list="):
+            after = argv[i + 1] if i + 1 < len(argv) else "-"
+            section = arg.partition("=")[2] or (None if after[:1] == "-" or "=" in after else after)
+            _print_listing(section)
+            return True
+    return False
+
+
+def _print_listing(section: str | None) -> None:
+    from sim.scenarios.listing import listing  # start-up time: only for --list
+
+    try:
+        print(listing(section), flush=True)
+    except BrokenPipeError:  # `--list | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except UserError as exc:
+        if _debug():
+            raise
+        fail(str(exc))
+
+
+def version(root: Path = REPO_DIR) -> str:
+    """sim's version: pyproject.toml's in a checkout, else the installed package's metadata."""
+    import tomllib  # start-up time: only --version and --help read it
+
+    try:
+        with (root / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        if project.get("name") == "sim":
+            return str(project["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        pass
+    try:
+        return importlib.metadata.version("sim")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _say_models(configs) -> None:
+    """Which catalogue entry a HuggingFace id (or another spelling) selected, once each."""
+    for name in sorted({cfg.model for cfg in configs if Path(cfg.model).suffix != ".json"}):
+        entry = catalogue_name(name)
+        if entry != name:
+            print(
+                f"sim: model={name} is the catalogue's {entry} (same architecture)", file=sys.stderr
+            )
+
+
+def _choose_launcher(overrides: list[str], configs) -> None:
+    """A sweep runs its points in joblib's worker processes (scenarios/config.yaml), unless
+    the command line names a launcher or a point's task fans out simulations of its own on
+    every core (sim/scenarios/fanout.py): nested in a worker those would share one core, so
+    such sweeps take Hydra's basic launcher, one point at a time, each on every core."""
+    if any(o.split("=", 1)[0].lstrip("+") == "hydra/launcher" for o in overrides):
+        return
+    tasks = sorted({cfg.task for cfg in configs} & SELF_PARALLEL_TASKS)
+    if tasks:
+        sys.argv.append("hydra/launcher=basic")
+        print(
+            f"sim: task={tasks[0]} runs its simulations on every core itself: its sweep runs one "
+            "point at a time (hydra/launcher=joblib runs points at once)",
+            file=sys.stderr,
+        )
 
 
 _hydra_validate = Sweeper.validate_batch_is_legal

@@ -64,10 +64,21 @@ def compose_config(overrides: Sequence[str]) -> DictConfig:
         return compose("config", overrides=list(overrides))
 
 
-def to_sim_config(cfg: DictConfig) -> SimConfig:
+def to_sim_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> SimConfig:
+    """The composed config as SimConfig; `overrides`: the command line it came from."""
     keys = [k for k in cfg if k != "hydra"]  # Hydra's own node is Hydra's (and may use
     data = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)  # ${now:})
-    return SimConfig.from_mapping(data)
+    return SimConfig.from_mapping(explicit_tp(data, overrides))
+
+
+def explicit_tp(data: dict, overrides: Sequence[str]) -> dict:
+    """A parallel.tp on the command line is the user's choice: long_context.adapt_tp (the
+    scenario's default degree replaced by a valid one where the model's heads refuse it) is off
+    then, unless the command line sets it too."""
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    if "parallel.tp" in keys and "long_context.adapt_tp" not in keys and "long_context" in data:
+        data["long_context"] = {**data["long_context"], "adapt_tp": False}
+    return data
 
 
 def _check_key(base: DictConfig, key: str) -> None:
@@ -112,9 +123,11 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
         if key in GROUPS:
             for value in values:
                 if value not in group_options(key):
+                    close = difflib.get_close_matches(value, group_options(key), n=1)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
                     raise UserError(
-                        f"{key}={value!r} is not a {key}; choose one of: "
-                        f"{', '.join(group_options(key))}"
+                        f"{key}={value!r} is not a {key}{hint}; choose one of: "
+                        f"{', '.join(group_options(key))} (python -m sim --list {key}s)"
                     )
     bases: dict[tuple, DictConfig] = {}  # composing is slow: once per choice of groups
     plain: dict[tuple, dict] = {}  # each base as plain data (converting is slow too)
@@ -135,7 +148,7 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
                 data = _plain(_apply(base, groups, items, parser))
         except (HydraException, OmegaConfBaseException, ValueError) as exc:
             raise UserError(str(exc).splitlines()[0]) from None
-        configs.append(SimConfig.from_mapping(data))
+        configs.append(SimConfig.from_mapping(explicit_tp(data, combo)))
     return configs
 
 

@@ -2,7 +2,10 @@
 
 Each argument is a run dir (holding summary.json) or a folder of them (a Hydra multirun dir);
 runs are listed in the order given, a multirun's in job order. Prints a table and, with
---out FILE.md or FILE.csv, writes it.
+--out FILE.md or FILE.csv, writes it. Beside the setup, a column per setting that differs
+between the runs compared (from each summary.json's `config`: a sweep's swept values, or any
+other override), by its own name (`rate`, `max_num_batched_tokens`; the dotted key where two
+share a name).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -47,10 +51,46 @@ def find_runs(paths: list[str]) -> list[Path]:
     return runs
 
 
+# config keys the setup and engine columns already show, and output options (no effect on a
+# run's figures)
+SHOWN = {"engine", "model", "hardware", "parallel.tp", "parallel.pp", "parallel.ep", "parallel.dp",
+         "parallel.router"}  # fmt: skip
+NOT_SETTINGS = "output."
+
+
+def flat(config: dict, prefix: str = "") -> dict[str, str]:
+    """A run's config as dotted keys and their values as text (16.0 -> 16, None -> null)."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out |= flat(value, f"{prefix}{key}.")
+        elif isinstance(value, float):
+            out[f"{prefix}{key}"] = f"{value:g}"
+        else:
+            out[f"{prefix}{key}"] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def differing(configs: list[dict[str, str]]) -> dict[str, str]:
+    """The config keys whose values differ between the runs -> their column names (the leaf
+    name, or the dotted key where two leaves share a name). A key some runs lack (written by
+    an older release) is left out: nobody set it."""
+    keys = [
+        k
+        for k in configs[0]
+        if k not in SHOWN and not k.startswith(NOT_SETTINGS) and all(k in c for c in configs)
+    ]
+    keys = [k for k in keys if len({c[k] for c in configs}) > 1]
+    leaves = Counter(k.rpartition(".")[2] for k in keys)
+    return {k: k.rpartition(".")[2] if leaves[k.rpartition(".")[2]] == 1 else k for k in keys}
+
+
 def table(runs: list[Path]) -> pd.DataFrame:
+    summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
+    configs = [flat(s.get("config") or {}) for s in summaries]
+    columns = differing(configs) if len(runs) > 1 else {}
     rows = []
-    for run in runs:
-        s = json.loads((run / "summary.json").read_text())
+    for run, s, config in zip(runs, summaries, configs, strict=True):
         if "request_throughput" not in s:
             raise SystemExit(f"sim.compare: error: {run} is not a simulation run")
         row = {}
@@ -68,16 +108,19 @@ def table(runs: list[Path]) -> pd.DataFrame:
         if par.get("dp", 1) > 1:
             setup += f" {par.get('router', '')}"
         row["setup"] = setup
+        row |= {name: config.get(key, "") for key, name in columns.items()}
         row["run"] = str(run)
         rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["differing"] = list(columns.values())
+    return df
 
 
 def formatted(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     for column, (_, fmt) in COLUMNS.items():
         out[column] = [fmt.format(v) if v is not None else "" for v in df[column]]
-    return out.drop(columns=["run"])[["setup", *COLUMNS]]
+    return out.drop(columns=["run"])[["setup", *df.attrs.get("differing", []), *COLUMNS]]
 
 
 def main(argv: list[str] | None = None) -> None:

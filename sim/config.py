@@ -171,7 +171,8 @@ class UpgradeConfig:
     budget: int = _runs(48, min=8)  # simulations per seed for the Shapley values: exact when
     # every subset of the changes that matter fits, else random orders that fit
     headline: str = _opt("auto", choices=("auto", *UPGRADE_METRICS))  # the metric the verdict
-    # and the minimal set explain; auto: the one that got worst
+    # and the minimal set explain; auto: the one that regressed in measured results, else
+    # throughput when it moved beyond the noise, else the one that got worst (headline.py)
     loads: tuple[float, ...] | None = (0.5, 0.7, 0.85, 1.0, 1.15)  # x the before version's
     # capacity (open loop) or x the concurrency (closed loop); empty: no load sweep
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
@@ -207,6 +208,9 @@ class LongContextConfig:
     network_bytes_per_s: float = _opt(50e9, gt=0)  # per GPU between nodes (400 Gb/s NIC):
     # KV transfer of a separate prefill pool, context parallelism beyond one node
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+    adapt_tp: bool = False  # the scenario file's parallel.tp is a default: where the model's
+    # heads refuse it, the study runs at a valid degree and says which (a parallel.tp given on
+    # the command line is the user's choice and is never replaced)
 
 
 @dataclass(frozen=True, slots=True)

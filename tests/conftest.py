@@ -100,9 +100,13 @@ def run_task_into(out: Path, monkeypatch, overrides) -> dict:
     class _Runtime:
         output_dir = str(out)
 
+    class _Overrides:
+        task = tuple(overrides)  # the command line (a parallel.tp there is the user's choice)
+
     class _Hydra:
         runtime = _Runtime()
         mode = RunMode.RUN
+        overrides = _Overrides()
 
     monkeypatch.setattr("sim.scenarios.runner.HydraConfig.get", lambda: _Hydra())
     return run_task(cfg)

@@ -185,7 +185,10 @@ def test_every_release_resolves_on_every_gpu_kind():
     """show_engine works for every supported version: each rule set resolves, with a rule
     for every setting the engine shows."""
     model = load_model("llama-3.1-8b")
-    for gpu in ("h100-sxm", "a100-80gb", "l40s", "b200", "mi300x"):
+    kinds = ("h100-sxm", "a100-80gb", "l40s", "b200", "mi300x")
+    # and the kinds issue 25 added: Hopper without "h100" in its name, 24 GB Ampere, Blackwell
+    # Ultra (compute capability 10.3), CDNA 4
+    for gpu in (*kinds, "h20", "a10g", "b300", "mi355x"):
         hw = load_hardware(gpu)
         for name, module in ENGINES.items():
             for release in module.releases(name):

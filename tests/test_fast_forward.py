@@ -42,6 +42,20 @@ CASES = {
     "sglang": ["engine=sglang"],
     "sglang-batch-full": ["engine=sglang", "engine_args.max_running_requests=8"],
     "trtllm": ["engine=trtllm"],
+    "trtllm-chunked-context": [
+        "engine=trtllm",
+        "engine_args.enable_chunked_prefill=true",
+        "engine_args.max_num_batched_tokens=512",
+    ],
+    "trtllm-chunked-max-utilization": [
+        "engine=trtllm",
+        "engine_args.enable_chunked_prefill=true",
+        "engine_args.max_num_batched_tokens=512",
+        "engine_args.capacity_scheduler_policy=MAX_UTILIZATION",
+        "engine_args.num_gpu_blocks_override=600",
+        "engine_args.max_model_len=8192",
+        "workload.rate=40",
+    ],
     "orca": ["engine=orca"],
 }
 

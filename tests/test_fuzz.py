@@ -138,3 +138,12 @@ def test_case_file_and_request_file_errors_name_the_file(tmp_path):
     assert error(measured_requests, str(requests)) == (
         f"{requests}: request 0's first_token_ts is before its queued_ts"
     )
+
+
+def test_a_parallel_size_too_large_for_a_float_reads_as_one():
+    """A benchmark JSON's tensor_parallel_size of 10**400 (a JSON int no float holds) once
+    raised OverflowError from the importers instead of reading as a missing size."""
+    from sim.scenarios.validate.importers.fields import count_or_one
+
+    assert count_or_one(10**400) == 1
+    assert count_or_one("8") == 8

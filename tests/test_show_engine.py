@@ -55,3 +55,34 @@ def test_compare_tabulates_a_sweep(tmp_path):
     assert "req/s" in lines[0] and len(lines) == 4
     assert "sim:vllm@0.6.6" in lines[2] and "sim:sglang@0.5.23" in lines[3]
     assert (tmp_path / "t.md").read_text().strip() == r.stdout.strip()
+
+
+def test_show_engine_shows_the_settings_and_plan_before_a_refusal(tmp_path):
+    """70B at TP2 on an 80 GB GPU with the 128K default context (issue 25): the settings and
+    the memory plan, then the refusal with its fix, and exit 2 as before."""
+    out = tmp_path / "show"
+    r = sim(
+        "scenario=show_engine",
+        "model=llama-3.1-70b",
+        "parallel.tp=2",
+        "hardware=h100-sxm",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2
+    assert "max_num_batched_tokens" in r.stdout and "KV cache: 3.83 GiB per GPU" in r.stdout
+    assert "the longest that fits is 25072 tokens" in r.stderr
+    assert "engine_args.max_model_len" in r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine_settings"]["max_model_len"]["value"] == 131072
+    assert summary["memory_plan"]["kv_capacity_tokens"] == 25072
+    assert "the longest that fits is 25072 tokens" in summary["refusal"]
+    assert "would refuse to start" in (out / "settings.md").read_text()
+
+
+def test_show_engine_without_room_for_the_weights(tmp_path):
+    out = tmp_path / "show"
+    r = sim("scenario=show_engine", "model=llama-3.1-70b", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert r.returncode == 2 and "weights need 131.4 GiB" in r.stderr
+    assert "KV cache: none" in r.stdout and "max_num_seqs" in r.stdout
+    assert json.loads((out / "summary.json").read_text())["memory_plan"] is None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from sim.cli import compose_config, to_sim_config
 from sim.errors import UserError
+from sim.scenarios.upgrade_diff.headline import FLOOR_PCT, choose_headline, regressed
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.plan import make_plan
 from sim.scenarios.upgrade_diff.restore import restore_flag
@@ -48,7 +50,8 @@ def test_the_default_pair_from_the_command_line(tmp_path):
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
-    assert "Verdict:" in r.stdout
+    assert "Verdict:" in r.stdout and "Headline: " in r.stdout
+    assert re.search(r"simulated \d+/\d+ runs, \d+ s", r.stderr), r.stderr  # not a TTY: lines
     for name in ("summary.json", "report.md", "attribution.csv", "waterfall.png", "load_sweep.png"):
         assert (out / name).is_file(), name
     s = json.loads((out / "summary.json").read_text())
@@ -156,6 +159,10 @@ def test_recorded_baseline_and_measured_results(tmp_path):
     assert all(abs(v) < 1e-9 for v in s["baseline"]["match_pct"].values())
     assert set(s["unexplained_pct"]) == set(METRICS)
     assert all(abs(v) < 1e-9 for v in s["unexplained_pct"].values())
+    measured = s["measured"]["change_pct"]  # auto reads the measured change first
+    chosen = choose_headline("auto", s["change_pct"], s["change_ci_pct"], measured)
+    assert (s["headline"], s["headline_rule"]) == (chosen.metric, chosen.rule)
+    assert chosen.rule == "measured" or regressed(measured, FLOOR_PCT) is None
     # a baseline of another configuration is refused with the overrides that fix it
     with pytest.raises(UserError, match=r"workload.rate=30"):
         make_plan(

@@ -10,7 +10,7 @@ from pathlib import Path
 from sim.calibrate.gpu import FAMILIES, SOURCES, Source, calibrate_gpu
 from sim.calibrate.kernel_tables import read_tables
 from sim.calibrate.report import write_report
-from sim.paths import CALIBRATION_DIR, SHARED_DATA_DIR
+from sim.paths import CALIBRATION_DIR, SHARED_DATA_DIR, shared_data_missing
 
 
 def main(argv=None) -> None:
@@ -63,7 +63,10 @@ def main(argv=None) -> None:
         print(f"fitting {source.gpu}")
         reports.append(calibrate_gpu(source, args.data, args.out))
     if not reports:  # nothing fitted: keep the report that is there
-        parser.error(f"no tables found under {args.data} for {', '.join(args.gpu or ['any GPU'])}")
+        parser.error(
+            f"no tables found under {args.data} for {', '.join(args.gpu or ['any GPU'])}"
+            f"{shared_data_missing(args.data, how='give --data PATH of your copy')}"
+        )
     report = args.out / (f"fit-report-{args.gpu[0]}.md" if args.tables else "fit-report.md")
     write_report(reports, report)
     print(f"wrote {args.out / 'profiles'} and {report}")

@@ -23,6 +23,7 @@ from pyarrow import ArrowException
 from sim.calibrate.layer_tables import read_layer_profile, read_vidur_comm, read_vidur_mlp
 from sim.calibrate.observations import DEVICE_GPU, DTYPES, FOLDER_GPU, frame
 from sim.errors import UserError, shown
+from sim.paths import shared_data_missing
 
 
 def read_tables(path: str | Path) -> pd.DataFrame:
@@ -33,7 +34,7 @@ def read_tables(path: str | Path) -> pd.DataFrame:
     except OSError:  # a name too long for the file system
         found = False
     if not found:
-        raise UserError(f"kernel table {path} does not exist")
+        raise UserError(f"kernel table {path} does not exist{shared_data_missing(path)}")
     if path.is_dir() and (path / "meta.yaml").is_file():
         return read_layer_profile(path)
     if path.is_dir():

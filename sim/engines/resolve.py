@@ -21,6 +21,7 @@ from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import KV_DTYPES, ModelSpec
 from sim.specs.model_config import model_names
+from sim.specs.names import did_you_mean
 
 GIB = 2**30
 
@@ -129,7 +130,7 @@ def parse_engine_spec(spec: str) -> tuple[str, str, str]:
     name = name.strip().lower()
     if name not in ENGINES:
         raise UserError(
-            f"engine={spec!r}: unknown engine {name!r}; known: "
+            f"engine={spec!r}: unknown engine {name!r}{did_you_mean(name, list(ENGINES))}; known: "
             f"{', '.join(ENGINES)} (as name@version, e.g. vllm@0.8.5)"
         )
     releases = ENGINES[name].releases(name)
@@ -412,5 +413,6 @@ def _check(s: EngineSettings, model: ModelSpec, tp: int) -> None:
         bad("CPU overheads must be >= 0")
     if model.mla is not None and s.attention_backend == "FLASHMLA" and s.block_size != 64:
         bad(f"FlashMLA needs block_size 64, got {s.block_size}")
-    if model.num_q_heads % tp:
-        bad(f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads")
+    why_tp = model.tp_error(tp)
+    if why_tp:
+        bad(why_tp)

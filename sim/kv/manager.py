@@ -8,6 +8,7 @@ block table:     [  b7  |  b3  |  b9  |   b12   ]
 from __future__ import annotations
 
 from sim.kv.block_pool import Block, BlockPool
+from sim.kv.memory import MemoryPlan
 from sim.kv.offload import OffloadTiers
 from sim.workload.request import Request
 
@@ -23,8 +24,12 @@ class KVCacheManager:
         block_size: int,
         enable_caching: bool,
         lower: OffloadTiers | None = None,
+        windowed: MemoryPlan | None = None,
     ):
         self.pool = BlockPool(num_blocks, lower)
+        # a plan whose bounded windowed layers make a long request hold fewer blocks than one
+        # per block_size tokens (its blocks_for); None: one block per block_size tokens
+        self.windowed = windowed
         self.block_size = block_size
         self.enable_caching = enable_caching
         self.req_blocks: dict[int, list[Block]] = {}
@@ -94,12 +99,12 @@ class KVCacheManager:
         blocks = self.req_blocks.setdefault(req.request_id, [])
         num_computed = req.num_computed_tokens + num_new_computed_tokens
         held = len(blocks) + len(new_computed_blocks)
-        num_new_blocks = cdiv(num_computed + num_new_tokens, self.block_size) - held
+        num_new_blocks = self._blocks_for(num_computed + num_new_tokens) - held
         num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
         available = self.pool.num_free_blocks - num_evictable_hits
         needed = num_new_blocks
         if full_sequence_must_fit:
-            needed = max(needed, cdiv(req.num_tokens, self.block_size) - held)
+            needed = max(needed, self._blocks_for(req.num_tokens) - held)
         below = self.lower_hits.pop(req.request_id, [])
         if num_new_computed_tokens != (len(new_computed_blocks) + len(below)) * self.block_size:
             below = []  # not the lookup these hits came from
@@ -130,7 +135,10 @@ class KVCacheManager:
         if self.lower_hits:  # as the full path: a stale lookup is dropped
             self.lower_hits.pop(req.request_id, None)
         end = req.num_computed_tokens + num_new_tokens
-        num_new_blocks = -(-end // self.block_size) - len(blocks)
+        if self.windowed is None:
+            num_new_blocks = -(-end // self.block_size) - len(blocks)
+        else:
+            num_new_blocks = self.windowed.blocks_for(end) - len(blocks)
         if num_new_blocks > 0:
             new = self.pool.take(num_new_blocks)
             if new is None:
@@ -141,10 +149,19 @@ class KVCacheManager:
             self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
         return True
 
+    def _blocks_for(self, num_tokens: int) -> int:
+        if self.windowed is None:
+            return cdiv(num_tokens, self.block_size)
+        return self.windowed.blocks_for(num_tokens)
+
     def _cache_full_blocks(self, req: Request, num_tokens: int) -> None:
         """Hash and cache the blocks `num_tokens` fill; a request's private blocks (those no
-        other request can share) are only counted here, and hashed if it is preempted."""
+        other request can share) are only counted here, and hashed if it is preempted. With
+        bounded windows a long request holds fewer blocks than its tokens fill: its first ones
+        stand for its first tokens (an approximation of the hybrid allocator's prefix hits)."""
         num_full = num_tokens // self.block_size
+        if self.windowed is not None:
+            num_full = min(num_full, len(self.req_blocks[req.request_id]))
         num_cached = self.num_cached_blocks.get(req.request_id, 0)
         if num_full <= num_cached:
             return

@@ -13,7 +13,10 @@ SGLang: mem_fraction_static is the share for weights and the KV pool together (a
     graphs live in the rest): GPU memory x mem_fraction_static - weights - non-torch - state.
 TensorRT-LLM: free_gpu_memory_fraction of what is free once weights, activations, graphs and
     the runtime are in: (GPU memory - all of those) x fraction - state.
-= KV cache bytes, divided into blocks of block_size tokens x KV bytes per token. SGLang's
+= KV cache bytes, divided into blocks of block_size tokens x KV bytes per token (every layer's
+slot for those tokens). Windowed layers: where the release's allocator bounds them
+(sim/kv/windows.py), a sequence longer than a window holds fewer blocks (blocks_for), else
+they count at full length. SGLang's
 page_size 1 is tracked in pages of KV_MIN_BLOCK tokens (a request's last page may hold up to
 15 unused slots; the radix cache matches prefixes to 16 tokens, not 1). With pipeline
 parallelism each GPU holds its stage's layers: a 1/pp share of weights and per-token KV.
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass
 from sim.engines.settings import EngineSettings
 from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
+from sim.kv.windows import window_rule
 from sim.specs.hardware import Hardware
 from sim.specs.model import DTYPE_BYTES, Attention, ModelSpec
 from sim.specs.model_config import load_model
@@ -50,11 +54,8 @@ def kv_block_tokens(settings: EngineSettings) -> int:
 
 
 def kv_bytes_per_token_per_gpu(model: ModelSpec, kv_dtype: str, tp: int, pp: int = 1) -> int:
-    """Per-token KV bytes one GPU stores, over all layers that keep per-token KV.
-
-    Windowed layers are counted like full ones: the block pool does not yet free blocks that
-    slide out of a window (vLLM's hybrid allocator does), so this is the conservative size.
-    """
+    """Per-token KV bytes one GPU stores, over all layers that keep per-token KV: a block's
+    bytes per token (windowed layers included; what a bounded window saves is in blocks_for)."""
     total = sum(
         count * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
         for layer, count in model.layer_groups.items()
@@ -74,6 +75,17 @@ def layer_kv_bytes_per_token_per_gpu(model: ModelSpec, layer, kv_dtype: str, tp:
             return int(
                 2 * kv_heads_per_gpu(model, tp) * model.head_dim * model.kv_dtype_bytes(kv_dtype)
             )
+
+
+def window_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int, pp: int = 1):
+    """((window tokens, KV bytes per token one GPU stores in the layers with that window), ...),
+    smallest window first; () for a model without windowed layers."""
+    by_window: dict[int, int] = {}
+    for layer, count in model.layer_groups.items():
+        if layer.window_tokens:
+            b = count * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
+            by_window[layer.window_tokens] = by_window.get(layer.window_tokens, 0) + b
+    return tuple((w, b // pp) for w, b in sorted(by_window.items()))
 
 
 def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
@@ -122,6 +134,10 @@ class MemoryPlan:
     kv_bytes_per_token: int
     block_size: int
     num_blocks: int  # including vLLM's null block, as num_gpu_blocks counts it
+    # windowed layers the release's allocator bounds: ((window tokens, their KV bytes per
+    # token on this GPU), ...); () where windows count at full length, or there are none
+    windows: tuple[tuple[int, int], ...] = ()
+    window_rule: str = ""  # how the release sizes windowed layers ("" without any)
 
     @property
     def bytes_per_block(self) -> int:
@@ -132,8 +148,38 @@ class MemoryPlan:
         """Tokens the pool can hold (the null block holds none)."""
         return (self.num_blocks - 1) * self.block_size
 
+    def blocks_for(self, num_tokens: int) -> int:
+        """Blocks one sequence of `num_tokens` holds: one per block_size tokens, less what its
+        bounded windowed layers no longer keep beyond their windows, in whole blocks."""
+        blocks = -(-num_tokens // self.block_size)
+        freed = 0
+        for window, nbytes in self.windows:
+            if num_tokens > window:
+                freed += (num_tokens - window) * nbytes
+        if not freed:
+            return blocks
+        return -(-(num_tokens * self.kv_bytes_per_token - freed) // self.bytes_per_block)
+
+    def longest_sequence_tokens(self) -> int:
+        """The longest sequence the pool holds alone (kv_capacity_tokens without bounded
+        windows; longer with them)."""
+        usable = self.num_blocks - 1
+        if not self.windows:
+            return usable * self.block_size
+        lo, hi = 0, 1 << 40
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.blocks_for(mid) <= usable else (lo, mid)
+        return lo
+
     def record(self) -> dict:
-        return {**asdict(self), "kv_capacity_tokens": self.kv_capacity_tokens}
+        """summary.json's memory_plan; the window keys only for a model with windowed layers."""
+        out = {**asdict(self), "kv_capacity_tokens": self.kv_capacity_tokens}
+        if not self.window_rule:
+            del out["windows"], out["window_rule"]
+        else:
+            out["windows"] = [list(w) for w in self.windows]
+        return out
 
 
 def plan_memory(
@@ -191,6 +237,8 @@ def plan_memory(
             f"linear-attention state {linear_state / GIB:.1f} GiB); raise parallel.tp or the "
             "memory fraction, or lower the token budget / batch size"
         )
+    rule = window_rule(settings.engine, settings.version, settings.scheduler, model)
+    windows = window_bytes_per_token(model, settings.kv_cache_dtype, tp, pp) if rule.bounded else ()
     plan = MemoryPlan(
         total_bytes=total,
         gpu_memory_utilization=frac,
@@ -203,15 +251,17 @@ def plan_memory(
         kv_bytes_per_token=per_token,
         block_size=block,
         num_blocks=settings.num_gpu_blocks_override or kv_bytes // (per_token * block),
+        windows=windows,
+        window_rule=rule.why,
     )
-    needed_blocks = -(-settings.max_model_len // block)
+    needed_blocks = plan.blocks_for(settings.max_model_len)
     if needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "
             f"{needed_blocks * plan.bytes_per_block / GIB:.2f} GiB of KV cache for one request, "
             f"more than the {(plan.num_blocks - 1) * plan.bytes_per_block / GIB:.2f} GiB the "
-            f"pool holds; the longest that fits is "
-            f"{plan.kv_capacity_tokens} tokens: set engine_args.max_model_len at or below it, "
+            f"pool holds; the longest that fits is {plan.longest_sequence_tokens()} tokens: "
+            "set engine_args.max_model_len at or below it, "
             "or raise the memory fraction or parallel.tp"
         )
     return plan

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 import time
 from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -60,6 +63,35 @@ class ProgressBar:
             self.task = self.progress.add_task("run", total=total, sim_s=sim_s)
             self.progress.start()
         self.progress.update(self.task, completed=ended, total=total, sim_s=sim_s)
+
+
+UNKNOWN_TOTAL_EVERY = 10  # runs between two lines when the total is not known ahead
+
+
+class ProgressLines(ProgressBar):
+    """The same progress as plain lines ("simulated 12/40 runs, 35 s"), one per tenth of the
+    total, for a stderr that is not a terminal (a log file, CI, a pipe): no bar, no escapes."""
+
+    def __init__(self, what: str = "requests", stream: TextIO | None = None, parts: int = 10):
+        super().__init__(enabled=True, what=what)
+        self.stream = stream if stream is not None else sys.stderr
+        self.parts = parts
+        self.shown = 0  # the count last printed
+
+    def _draw(self, sim_s: float, ended: int, total: int | None) -> None:
+        # a search that decides as it goes (total None): a line every UNKNOWN_TOTAL_EVERY
+        every = UNKNOWN_TOTAL_EVERY if total is None else max(1, -(-total // self.parts))
+        last = total is not None and ended >= total
+        if ended == self.shown or (not last and ended - self.shown < every):
+            return
+        elapsed_s = time.monotonic() - self.started
+        if elapsed_s < SHOW_AFTER_S:
+            return
+        self.shown = ended
+        clock = f", sim t={sim_s:.1f} s" if self.what == "requests" else ""
+        count = f"{ended:,}" if total is None else f"{ended:,}/{total:,}"
+        line = f"simulated {count} {self.what}{clock}, {elapsed_s:.0f} s"
+        print(line, file=self.stream, flush=True)
 
 
 def print_summary(s: dict, out_dir: Path) -> None:
@@ -123,7 +155,47 @@ def print_summary(s: dict, out_dir: Path) -> None:
     for label, value in rows:
         print(f"{label:=^50}" if value is None else f"{label:<40}{value:<10}")
     print("=" * 50)
-    print(f"Outputs: {out_dir}/ (summary.json, requests.parquet, steps.parquet, report.md)")
+    if warning := overload_warning(s):
+        print(textwrap.fill(warning, width=100))
+    print(outputs_line(out_dir))
+
+
+def overload_warning(s: dict) -> str | None:
+    """The warning when the offered load was well above what the run served
+    (summary.json `sim.overload`, sim/run/summary.py), else None."""
+    o = s["sim"].get("overload") or {}
+    if not o.get("overloaded"):
+        return None
+    lo, hi = o["window_s"]
+    return (
+        f"warning: overloaded: this configuration served {o['served_rate']:.2f} req/s against "
+        f"{o['offered_rate']:.2f} req/s offered. In the second half of the arrivals ({lo:.1f}-"
+        f"{hi:.1f} s) {o['arrived_in_window']:,} requests arrived and "
+        f"{o['finished_in_window']:,} finished; {o['in_flight_at_window_start']:,} -> "
+        f"{o['in_flight_at_window_end']:,} in flight, and the median wait to be scheduled grew "
+        f"from {o['median_wait_first_quarter_s']:.2f} s (first quarter of the arrivals) to "
+        f"{o['median_wait_last_quarter_s']:.2f} s (last quarter), so latency grows with the "
+        "run's length. Lower workload.rate or add GPUs (parallel.tp, parallel.dp); "
+        "scenario=capacity finds the highest rate within latency SLOs."
+    )
+
+
+NOT_OUTPUTS = ("INCOMPLETE", "done.json")  # a run dir's marks (sim/run/outputs.py, sweep/table.py)
+
+
+def outputs_line(out_dir: Path) -> str:
+    """`Outputs: DIR/ (report.html, report.md, ...)`: what the run dir holds now, files and
+    folders (`cases/`) by name, sorted; Hydra's .hydra/, other hidden or temporary files, logs
+    and the run's own marks left out. Every scenario's console ends with it, so the line lists
+    what was written, never what might have been."""
+    if not out_dir.is_dir():
+        return f"Outputs: {out_dir}/ (nothing written)"
+    names = [
+        f"{p.name}/" if p.is_dir() else p.name
+        for p in sorted(out_dir.iterdir(), key=lambda p: p.name)
+        if not p.name.startswith(".") and p.suffix != ".log" and p.name not in NOT_OUTPUTS
+    ]
+    return f"Outputs: {out_dir}/ ({', '.join(names) or 'nothing written'})"
 
 
 def print_brief(s: dict, out_dir: Path) -> None:
@@ -135,4 +207,7 @@ def print_brief(s: dict, out_dir: Path) -> None:
     )
     if "request_goodput" in s:
         line += f", goodput {s['request_goodput']:.2f} req/s ({s['slo_met_pct']:.0f}% within SLOs)"
+    if overload_warning(s):
+        o = s["sim"]["overload"]
+        line += f"; overloaded: served {o['served_rate']:.2f} of {o['offered_rate']:.2f} req/s"
     print(line)

@@ -61,7 +61,11 @@ class Engine:
         assert pp == 1 or settings.scheduler in PP_SCHEDULERS  # checked in Setup (check_parallel)
         lower = tiers_for(settings, memory.bytes_per_block, host_bytes_per_s)
         kv = KVCacheManager(
-            memory.num_blocks, memory.block_size, settings.enable_prefix_caching, lower
+            memory.num_blocks,
+            memory.block_size,
+            settings.enable_prefix_caching,
+            lower,
+            memory if memory.windows else None,
         )
         self.scheduler: Scheduler = SCHEDULERS[settings.scheduler](
             settings, kv, memory.bytes_per_block, options
@@ -74,9 +78,14 @@ class Engine:
         self.max_model_len = settings.max_model_len
         self.phases = phases
         # fast-forward replays one token a step: not with speculative decoding, nor when each
-        # step is handed to the phase log
+        # step is handed to the phase log, nor with bounded windows (its block arithmetic is
+        # one block per block_size tokens)
         self.fast_forward = (
-            fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
+            fast_forward
+            and pp == 1
+            and not drafts_per_step(settings)
+            and phases is None
+            and not memory.windows
         )
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
 

@@ -9,10 +9,12 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                says so: SchedulerBase.decode_run). With request i at context c_i, step k
                (1-based) prices the contexts c_i + k - 1, a steps x batch matrix priced row by
                row in one vectorised call;
-  chunked      (vLLM V1: chunked_run) a prefill still in progress beside the decodes: each step
-               hands out the token budget in running order as the V1 scheduler does, one step
-               at a time in plain Python, until every request decodes; the decode-only steps
-               that follow are then priced as above.
+  chunked      (vLLM V1, and TensorRT-LLM with chunked context: chunked_run) a prefill still
+               in progress beside the decodes: each step hands out the token budget in running
+               order as both schedulers do, one step at a time in plain Python, until every
+               request decodes; the decode-only steps that follow are then priced as above.
+               SGLang runs a chunked prefill's steps without its decodes (prefill first), so
+               it has no such run.
 
     step k's end      t_k = t_{k-1} + dt_k   (sequential sums, as the driver adds them)
     request tokens    a token when a request's computed tokens reach its known ones; its gap

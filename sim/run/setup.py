@@ -145,10 +145,9 @@ class Setup:
 
 
 def _check_heads(model: ModelSpec, tp: int) -> None:
-    if model.num_q_heads % tp:
-        raise UserError(
-            f"parallel.tp={tp} must divide {model.name}'s {model.num_q_heads} attention heads"
-        )
+    why = model.tp_error(tp)
+    if why:
+        raise UserError(why)
 
 
 def check_parallel(

@@ -73,7 +73,78 @@ def requests_record(requests: pd.DataFrame, workload: Workload, window, outcome,
         "unfinished_at_time_limit": len(requests) - finished - rejected,
         "stopped_at_s": outcome.end_s if outcome.stopped_early else None,
         "conservation": tally,
+        "overload": overload_record(requests, workload, outcome.end_s),
     }
+
+
+SERVED_SHARE = 0.8  # overloaded: finished fewer than 80% of the requests that arrived meanwhile
+WAIT_GROWTH = 3.0  # ... while the wait to be admitted grew at least threefold through the run
+MIN_ARRIVALS = 50  # ... over at least this many arrivals (fewer: Poisson noise decides)
+
+
+def overload_record(requests: pd.DataFrame, workload: Workload, end_s: float) -> dict:
+    """Whether the offered load was well above what the run served (summary.json
+    `sim.overload`). Over the second half of the arrivals (window [mid, last], cut at the end
+    of the run) it compares the requests that arrived with those that finished: a system that
+    keeps up finishes about as many as arrive (each one a lifetime later), an overloaded one
+    finishes what it can and the rest pile up. A run of long answers still filling its batch
+    finishes fewer too, so the queue must also grow: the median wait from arrival to first
+    scheduled, of the last quarter of the arrivals against the first. `served_rate`, requests
+    finished per second from the first arrival to the last finish, is then the simulated
+    capacity on this traffic (an overloaded engine is busy all that time). Not judged
+    (`overloaded` null, `not_judged` says why) for a closed loop, arrivals all at once, or too
+    few to tell. Rejected requests are left out: they ask no work."""
+    asked = requests[requests["status"] != "rejected"].sort_values("arrival_s", kind="stable")
+    asked = asked[asked["arrival_s"] <= end_s]
+    arrival = asked["arrival_s"].to_numpy(float)
+    finish = asked["finish_s"].to_numpy(float)
+    why = _not_judged(workload, arrival, finish)
+    if why is not None:
+        return {"overloaded": None, "not_judged": why}
+    lo, hi = float(arrival[0] + arrival[-1]) / 2, float(arrival[-1])
+
+    def in_flight(t: float) -> int:
+        return int(np.count_nonzero(arrival <= t) - np.count_nonzero(finish <= t))
+
+    arrived = int(np.count_nonzero(arrival > lo))
+    finished = int(np.count_nonzero((finish > lo) & (finish <= hi)))
+    # not yet scheduled when the run ended: waited at least until then
+    wait_s = asked["first_scheduled_s"].fillna(end_s).to_numpy(float) - arrival
+    quarter = len(arrival) // 4
+    first, last = float(np.median(wait_s[:quarter])), float(np.median(wait_s[-quarter:]))
+    return {
+        "overloaded": finished < SERVED_SHARE * arrived and last >= WAIT_GROWTH * first,
+        "offered_rate": arrived / (hi - lo),
+        "served_rate": int(np.count_nonzero(finish >= 0)) / float(np.nanmax(finish) - arrival[0]),
+        "window_s": [lo, hi],
+        "arrived_in_window": arrived,
+        "finished_in_window": finished,
+        "in_flight_at_window_start": in_flight(lo),
+        "in_flight_at_window_end": in_flight(hi),
+        "median_wait_first_quarter_s": first,
+        "median_wait_last_quarter_s": last,
+        "criterion": CRITERION,
+    }
+
+
+CRITERION = (
+    f"finished < {SERVED_SHARE:g} x arrived over the second half of the arrivals, and the median "
+    f"wait to be scheduled >= {WAIT_GROWTH:g}x longer for the last quarter of the arrivals than "
+    "for the first"
+)
+
+
+def _not_judged(workload: Workload, arrival: np.ndarray, finish: np.ndarray) -> str | None:
+    """Why a run's load cannot be judged (None: it can)."""
+    if workload.concurrency is not None:
+        return "closed loop: each client waits for its answer, so the load follows the service"
+    if len(arrival) < 2 or arrival[-1] <= arrival[0]:
+        return "the requests arrive all at once"
+    if (arrived := np.count_nonzero(arrival > (arrival[0] + arrival[-1]) / 2)) < MIN_ARRIVALS:
+        return f"{arrived} arrivals in the second half, fewer than {MIN_ARRIVALS}"
+    if np.isnan(finish).all():
+        return "no request finished"
+    return None
 
 
 def offload_record(engines) -> dict | None:

@@ -7,6 +7,8 @@
     upgrade_diff/, long_context/, capacity/, disagg/, teach/, validate/   one package each
     sweep/           a -m sweep's table and report (the Hydra callback)
     probes.py        what capacity and disagg share: seeded probes and their verdict
+    listing.py       `python -m sim --list`: every catalogue (models, GPUs, engines, scenarios,
+                     workloads), one line per entry
 
 Scenario packages may import everything below sim/scenarios, the shared modules here, and
 each other only where named in their own docstring (disagg uses capacity's replica search,

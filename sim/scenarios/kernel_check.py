@@ -12,7 +12,7 @@ import pandas as pd
 from sim.calibrate.check import layer_rows, mape_pct, price_table
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.report.figures import plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json
@@ -56,7 +56,7 @@ class KernelCheck:
             print(f"  {op:<20} {mape:6.2f}%")
         if r["hardware"] not in r["table_gpus"]:
             print(f"  note: the table was measured on {', '.join(r['table_gpus'])}")
-        print(f"Outputs: {out_dir}/ (summary.json, report.md, kernel_check.png)")
+        print(outputs_line(out_dir))
 
 
 def run_kernel_check(cfg: SimConfig, out_dir: Path) -> dict:

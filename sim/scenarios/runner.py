@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from sim.cli import to_sim_config
 from sim.config import SimConfig
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, ProgressLines
 from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
 from sim.scenarios.protocol import Scenario
 from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line
@@ -80,8 +80,8 @@ def check(cfg: SimConfig) -> None:
 
 def run_task(cfg: DictConfig) -> dict:
     """Run the task into Hydra's run dir and return its summary."""
-    sim_cfg = to_sim_config(cfg)
     hc = HydraConfig.get()
+    sim_cfg = to_sim_config(cfg, hc.overrides.task)
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     if sim_cfg.output.report is None:  # plots for a single run; a sweep's report covers its points
@@ -118,8 +118,11 @@ def run_task(cfg: DictConfig) -> dict:
 
 
 def _run(scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool) -> dict:
-    bar_on = cfg.output.progress and sys.stderr.isatty()
-    with ProgressBar(enabled=bar_on, what=scenario.counts) as bar:
+    if cfg.output.progress and not sys.stderr.isatty() and not sweeping:
+        bar = ProgressLines(what=scenario.counts)  # a log: a plain line per tenth of the runs
+    else:  # a terminal's bar (a sweep's points print their own line as each ends)
+        bar = ProgressBar(enabled=cfg.output.progress and sys.stderr.isatty(), what=scenario.counts)
+    with bar:
         result = scenario.run(cfg, out_dir, bar)
     scenario.write(result, out_dir)
     scenario.brief(result, out_dir, sweeping)

@@ -83,6 +83,13 @@ class TrtllmScheduler(SchedulerBase):
             self._admit(now, budget, reqs, new_tokens)
         return self._plan(reqs, new_tokens, self.num_preemptions - before)
 
+    def chunked_run(self) -> bool:
+        # with chunked context the running loop is vLLM V1's with no per-request cap (this
+        # family's threshold is 0), as fast_forward.py replays it; nothing can be admitted
+        if not self.enable_chunked_prefill:
+            return False  # a context that does not fit waits whole: not a replayable step
+        return not self.waiting or len(self.running) >= self.max_num_seqs
+
     def decode_run(self) -> bool:
         batch = len(self.running)
         if batch > self.max_num_batched_tokens:

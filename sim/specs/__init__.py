@@ -6,6 +6,7 @@
     model.py         ModelSpec: layers, attention kinds, MoE, MLA; parameters, FLOPs, KV bytes
     model_config.py  config.json -> ModelSpec, the model catalogue
     links.py         Link and hardware/links.yaml (disaggregated KV transfer)
+    names.py         catalogue names as typed: "did you mean", HuggingFace ids as entries
 
 Imports only sim.errors and sim.paths: everything else builds on these.
 """

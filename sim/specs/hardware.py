@@ -13,6 +13,7 @@ import yaml
 from sim.errors import UserError, key_name, shown
 from sim.paths import HARDWARE_DIR
 from sim.specs.cached import parsed
+from sim.specs.names import did_you_mean
 
 _REQUIRED = {
     "name": str,
@@ -38,6 +39,7 @@ _MAX = {
     "l2_bytes": 2**40,
 }
 _MAX_FLOPS_PER_S = 1e18
+LINKS_FILE = "links.yaml"  # hardware/links.yaml: the links between GPU servers (specs/links.py)
 _KIND = {str: "a string", int: "an integer", float: "a number", dict: "a mapping"}
 
 
@@ -82,20 +84,30 @@ class Hardware:
 
 
 def hardware_names(root: Path = HARDWARE_DIR) -> list[str]:
-    return sorted(p.stem for p in root.glob("*.yaml"))
+    """The GPUs of the catalogue: every YAML file under hardware/ but the link catalogue."""
+    return sorted(p.stem for p in root.glob("*.yaml") if p.name != LINKS_FILE)
 
 
 def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
     """A catalogue name (`h100-sxm`) or a path to a YAML file with the same fields."""
     path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
+    by_name = path.suffix not in (".yaml", ".yml")
+    if by_name:
         path = root / f"{name_or_path}.yaml"
-        if not _is_file(path):
-            raise UserError(
-                f"hardware={name_or_path!r} is not in the catalogue; "
-                f"choose one of: {', '.join(hardware_names(root))} (or a path to a .yaml file)"
-            )
-    elif not _is_file(path):
+    if path.name == LINKS_FILE and path.resolve().parent == root.resolve():
+        raise UserError(
+            f"hardware={name_or_path!r}: hardware/{LINKS_FILE} holds the links between GPU "
+            "servers (parallel.node_link, disagg.link), not a GPU; choose one of: "
+            f"{', '.join(hardware_names(root))}"
+        )
+    if not _is_file(path) and by_name:
+        names = hardware_names(root)
+        raise UserError(
+            f"hardware={name_or_path!r} is not in the catalogue"
+            f"{did_you_mean(name_or_path, names)}; choose one of: {', '.join(names)} (or a "
+            "path to a .yaml file)"
+        )
+    if not _is_file(path):
         raise UserError(f"hardware file {path} does not exist")
     return parsed(path, _read)
 

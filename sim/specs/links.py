@@ -13,9 +13,7 @@ import yaml
 from sim.errors import UserError, shown
 from sim.paths import HARDWARE_DIR
 from sim.specs.cached import parsed
-from sim.specs.hardware import Hardware
-
-LINKS_FILE = "links.yaml"
+from sim.specs.hardware import LINKS_FILE, Hardware
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,27 @@ class ModelSpec:
     def kv_width(self) -> int:
         return self.num_kv_heads * self.head_dim
 
+    def tp_degrees(self, upto: int = 64) -> list[int]:
+        """Tensor-parallel sizes vLLM accepts for this model, up to `upto`: each divides the
+        attention heads, and the KV heads divide evenly among the ranks or are replicated
+        evenly across them (num_kv_heads % tp == 0 or tp % num_kv_heads == 0)."""
+        kv = self.num_kv_heads
+        return [
+            t
+            for t in range(1, upto + 1)
+            if self.num_q_heads % t == 0 and (kv % t == 0 or t % kv == 0)
+        ]
+
+    def tp_error(self, tp: int) -> str | None:
+        """Why parallel.tp=`tp` cannot run this model, naming the valid degrees (None: it can)."""
+        if tp in self.tp_degrees(max(tp, 1)):
+            return None
+        heads = f"{self.num_q_heads} attention heads"
+        if self.num_q_heads % tp == 0:
+            heads = f"{self.num_kv_heads} KV heads (they must split or replicate evenly)"
+        valid = ", ".join(str(t) for t in self.tp_degrees())
+        return f"parallel.tp={tp} must divide {self.name}'s {heads}; valid degrees: {valid}"
+
     # ---- parameters ------------------------------------------------------------------------
     def attention_params(self, layer: Layer) -> int:
         h = self.hidden_size
@@ -248,12 +269,16 @@ class ModelSpec:
         """Per-token KV bytes over all layers that keep per-token KV (windowed layers included)."""
         return sum(self.kv_bytes_per_token_by_kind(kv_dtype).values())
 
-    def kv_bytes_for_sequence(self, num_tokens: int, kv_dtype: str = "auto") -> int:
-        """KV bytes one sequence of `num_tokens` really needs: windowed layers are bounded."""
+    def kv_bytes_for_sequence(
+        self, num_tokens: int, kv_dtype: str = "auto", windows_bounded: bool = True
+    ) -> int:
+        """KV bytes one sequence of `num_tokens` holds: windowed layers bounded by their window
+        (an allocator that frees what slides out), or at full length (`windows_bounded` False:
+        one that gives every layer a slot per token, sim/kv/windows.py)."""
         total = 0
         for layer, count in self.layer_groups.items():
             held = num_tokens
-            if layer.attention in (Attention.SLIDING, Attention.CHUNKED):
+            if windows_bounded and layer.window_tokens:
                 held = min(num_tokens, layer.window_tokens)
             total += count * held * self.kv_bytes_per_token_of(layer, kv_dtype)
         return total + self.linear_state_bytes(kv_dtype)

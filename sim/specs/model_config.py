@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 from sim.errors import UserError
-from sim.paths import MODEL_CATALOG_DIR
+from sim.paths import MODEL_CATALOG_DIR, shared_data_missing
 from sim.specs.model import Attention, Layer, LinearAttention, Mla, ModelSpec, Moe, SparseIndexer
+from sim.specs.names import catalogue_match, did_you_mean, name_words
 
 
 def model_names(root: Path = MODEL_CATALOG_DIR) -> list[str]:
@@ -23,14 +24,9 @@ def model_names(root: Path = MODEL_CATALOG_DIR) -> list[str]:
 def load_model(name_or_path: str, root: Path = MODEL_CATALOG_DIR) -> ModelSpec:
     path = Path(name_or_path)
     if path.suffix != ".json":
-        path = root / f"{name_or_path}.json"
-        if not _is_file(path):
-            raise UserError(
-                f"model={name_or_path!r} is not in the catalogue; choose one of: "
-                f"{', '.join(model_names(root))} (or a path to a HuggingFace config.json)"
-            )
+        path = root / f"{catalogue_name(name_or_path, root)}.json"
     elif not _is_file(path):
-        raise UserError(f"model file {path} does not exist")
+        raise UserError(f"model file {path} does not exist{shared_data_missing(path)}")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError) as exc:  # JSON, UTF-8, a number of 5,000 digits
@@ -42,6 +38,29 @@ def load_model(name_or_path: str, root: Path = MODEL_CATALOG_DIR) -> ModelSpec:
         raise UserError(f"{path}: expected a JSON object of HuggingFace config fields")
     name = path.stem if path.parent == root else str(path)
     return spec_from_config(raw, name=name, source=str(path))
+
+
+def catalogue_name(name: str, root: Path = MODEL_CATALOG_DIR) -> str:
+    """The catalogue entry `model=name` selects: the entry of that name, else the one a
+    HuggingFace id names (`meta-llama/Llama-3.1-8B-Instruct` -> `llama-3.1-8b`, sim/specs/
+    names.py); an error with the closest names when neither is there."""
+    if _is_file(root / f"{name}.json"):
+        return name
+    names = model_names(root)
+    entry = catalogue_match(name, names)
+    if entry is not None:
+        return entry
+    typed = "-".join(name_words(name)) if "/" in name else name
+    hf = (
+        "a HuggingFace id is taken when it names an entry up to -Instruct, -chat, -Base or -hf "
+        "(else give the path of its config.json); "
+        if "/" in name
+        else ""
+    )
+    raise UserError(
+        f"model={name!r} is not in the catalogue{did_you_mean(typed, names)}; {hf}choose one "
+        f"of: {', '.join(names)} (or a path to a HuggingFace config.json)"
+    )
 
 
 def _is_file(path: Path) -> bool:

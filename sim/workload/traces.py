@@ -24,6 +24,7 @@ import pandas as pd
 
 from sim.config import MAX_TOKENS
 from sim.errors import UserError, shown
+from sim.paths import shared_data_missing
 
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_SPAN_S = 1e9  # about 30 years
@@ -54,7 +55,7 @@ def load_trace(path: str | Path) -> TraceTable:
     except OSError:  # a name too long for the file system
         found = False
     if not found:
-        raise UserError(f"trace file {path} does not exist")
+        raise UserError(f"trace file {path} does not exist{shared_data_missing(path)}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return _csv(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.config import SimConfig
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.run.setup import Setup
 from sim.scenarios.capacity.report import headline, write_capacity_outputs
 from sim.scenarios.capacity.result import CapacityResult
@@ -30,5 +30,5 @@ class Capacity:
         print(f"capacity: {headline(result)}")
         print(
             f"{len(result.probes)} probes, {result.simulations_run} simulations in "
-            f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+            f"{result.wall_time_s:.1f} s. {outputs_line(out_dir)}"
         )

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sim.config import SimConfig
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.run.disagg import Pools
 from sim.run.disagg import check as check_run
 from sim.scenarios.disagg.report import headline, write_search_outputs
@@ -34,5 +34,5 @@ class Disagg:
         print(f"disagg: {headline(result)}")
         print(
             f"{len(result.probes)} splits probed, {result.simulations_run} simulations in "
-            f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, probes.csv, report.md)"
+            f"{result.wall_time_s:.1f} s. {outputs_line(out_dir)}"
         )

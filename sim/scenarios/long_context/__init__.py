@@ -4,6 +4,7 @@ among traffic, and what each attention design and remedy changes.
 Reading order (each module imports only those above it):
     arithmetic.py    the memory and time of one long sequence, by hand (no simulation)
     runs.py          the long request through the engine: Context, the runs, their figures
+    tp_choice.py     the tensor-parallel degree: the given one, or a valid one for the model
     traffic.py       the engine runs with and without the long request, per chunk budget
     architectures.py the same questions for other attention designs
     remedies.py      what a user can turn, each priced with the same cost model

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.scenarios.long_context.arithmetic import decode_at, tp_choices, walk_prefill
+from sim.scenarios.long_context.arithmetic import (
+    decode_at,
+    kv_read_bytes_per_gpu,
+    tp_choices,
+    walk_prefill,
+    windows_bounded,
+)
 from sim.scenarios.long_context.runs import Context, chunk_tokens
 
 
@@ -30,6 +36,7 @@ class Architecture:
     max_context_tokens: int
     trained_context_tokens: int
     why_not: str
+    windows_bounded: bool | None  # windowed layers held to their window (None: it has none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +60,16 @@ def architecture_row(cfg: SimConfig, name: str) -> Architecture | ArchitectureEr
         return ArchitectureError(name, str(exc))
     m, lc = ctx.model, cfg.long_context
     w = walk_prefill(cost, lc.prompt_tokens, chunk_tokens(settings, lc.prompt_tokens))
-    dec = decode_at(
-        cost, lc.prompt_tokens, fit.kv_bytes_sequence_per_gpu, fit.weights_bytes_per_gpu
-    )
+    read = kv_read_bytes_per_gpu(m, fit, settings.kv_cache_dtype)
+    dec = decode_at(cost, lc.prompt_tokens, read, fit.weights_bytes_per_gpu)
     kinds = sorted({layer.attention.value for layer in m.layers})
+    bounded = windows_bounded(settings, m)
     return Architecture(
         model=name,
         attention="+".join(kinds) + (" (sparse top-k)" if m.indexer else ""),
         tp=tp,
         kv_bytes_per_token=m.kv_bytes_per_token(),
-        kv_bytes_sequence=m.kv_bytes_for_sequence(lc.prompt_tokens),
+        kv_bytes_sequence=m.kv_bytes_for_sequence(lc.prompt_tokens, "auto", bounded),
         kv_bytes_sequence_per_gpu=fit.kv_bytes_sequence_per_gpu,
         weights_bytes_per_gpu=fit.weights_bytes_per_gpu,
         ttft_s=w.total_s,
@@ -73,4 +80,5 @@ def architecture_row(cfg: SimConfig, name: str) -> Architecture | ArchitectureEr
         max_context_tokens=fit.max_context_tokens,
         trained_context_tokens=ctx.trained_tokens,
         why_not=fit.why,
+        windows_bounded=bounded if any(x.window_tokens for x in m.layers) else None,
     )

@@ -8,8 +8,8 @@ live in sim/scenarios/long_context/runs.py.
 
 Per GPU, one sequence of n tokens holds, per layer kind:
     full (MHA / GQA)   n x 2 x kv_heads_per_gpu x head_dim x dtype     (KV heads split by TP)
-    sliding / chunked  min(n, window) x the same                        (engines with a hybrid
-                                                                         allocator free the rest)
+    sliding / chunked  min(n, window) x the same where the release's allocator bounds them,
+                       else n x the same (a slot per token; sim/kv/windows.py)
     MLA                n x (kv_lora_rank + rope_dim) x dtype             (replicated on every TP
                        + n x the sparse indexer's fp8 key and scale      rank, not split)
     linear attention   a fixed state per request, split by TP
@@ -25,6 +25,7 @@ from sim.cost.step import CostModel
 from sim.engines.settings import EngineSettings
 from sim.errors import UserError
 from sim.kv.memory import GIB, activation_peak_bytes, layer_kv_bytes_per_token_per_gpu, plan_memory
+from sim.kv.windows import window_rule
 from sim.specs.hardware import Hardware
 from sim.specs.model import Attention, ModelSpec
 
@@ -33,14 +34,21 @@ MAX_PP = 16  # pipeline stages searched for a fit beyond one node
 
 
 def kv_bytes_sequence_per_gpu(
-    model: ModelSpec, num_tokens: int, kv_dtype: str, tp: int, pp: int = 1, cp: int = 1
+    model: ModelSpec,
+    num_tokens: int,
+    kv_dtype: str,
+    tp: int,
+    pp: int = 1,
+    cp: int = 1,
+    bounded: bool = True,
 ) -> int:
-    """KV bytes one GPU holds for one sequence of `num_tokens` (see the module docstring)."""
+    """KV bytes one GPU holds for one sequence of `num_tokens` (see the module docstring);
+    windowed layers at full length unless `bounded`."""
     held_tokens = -(-num_tokens // cp)
     total = 0
     for layer, count in model.layer_groups.items():
         held = held_tokens
-        if layer.attention in (Attention.SLIDING, Attention.CHUNKED):
+        if bounded and layer.window_tokens:
             held = min(held_tokens, layer.window_tokens)
         total += count * held * layer_kv_bytes_per_token_per_gpu(model, layer, kv_dtype, tp)
     total += model.linear_state_bytes(kv_dtype) // tp
@@ -89,7 +97,8 @@ def check_fit(
 ) -> Fit:
     """The engine's memory plan at (tp, pp) against one sequence of `num_tokens`."""
     kv_dtype = settings.kv_cache_dtype
-    need = kv_bytes_sequence_per_gpu(model, num_tokens, kv_dtype, tp, pp, cp)
+    bounded = windows_bounded(settings, model)
+    need = kv_bytes_sequence_per_gpu(model, num_tokens, kv_dtype, tp, pp, cp, bounded)
     activation = activation_peak_bytes(model, settings, tp)
     weights = model.weight_bytes(weight_dtype) // (tp * pp)
     try:  # max_model_len is what is being asked: size the pool without it
@@ -99,7 +108,7 @@ def check_fit(
     except UserError as exc:
         return Fit(tp, pp, cp, num_tokens, False, weights, activation, 0, need, 0, str(exc))
     pool = plan.kv_cache_bytes
-    longest = max_context_tokens(model, kv_dtype, pool, tp, pp, cp)
+    longest = max_context_tokens(model, kv_dtype, pool, tp, pp, cp, bounded)
     why = ""
     if need > pool:
         why = (
@@ -110,17 +119,29 @@ def check_fit(
     return Fit(tp, pp, cp, num_tokens, need <= pool, weights, activation, pool, need, longest, why)
 
 
+def windows_bounded(settings: EngineSettings, model: ModelSpec) -> bool:
+    """Whether the engine's release bounds windowed layers by their window (sim/kv/windows.py)."""
+    return window_rule(settings.engine, settings.version, settings.scheduler, model).bounded
+
+
 def max_context_tokens(
-    model: ModelSpec, kv_dtype: str, pool_bytes: int, tp: int, pp: int = 1, cp: int = 1
+    model: ModelSpec,
+    kv_dtype: str,
+    pool_bytes: int,
+    tp: int,
+    pp: int = 1,
+    cp: int = 1,
+    bounded: bool = True,
 ) -> int:
     """The longest sequence whose KV fits `pool_bytes` on one GPU (bisection: the need grows
     with the length, step by step where windows cap it)."""
     lo, hi = 0, 1 << 40
-    if kv_bytes_sequence_per_gpu(model, hi, kv_dtype, tp, pp, cp) <= pool_bytes:
+    args = (kv_dtype, tp, pp, cp, bounded)
+    if kv_bytes_sequence_per_gpu(model, hi, *args) <= pool_bytes:
         return hi  # nothing grows with the context (linear attention only)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if kv_bytes_sequence_per_gpu(model, mid, kv_dtype, tp, pp, cp) <= pool_bytes:
+        if kv_bytes_sequence_per_gpu(model, mid, *args) <= pool_bytes:
             lo = mid
         else:
             hi = mid
@@ -128,8 +149,8 @@ def max_context_tokens(
 
 
 def tp_choices(model: ModelSpec, upto: int = NODE_GPUS) -> list[int]:
-    """Tensor-parallel sizes a replica can use: powers of two dividing the attention heads."""
-    return [t for t in (1, 2, 4, 8, 16) if t <= upto and model.num_q_heads % t == 0]
+    """Tensor-parallel sizes a replica can use: powers of two the model's heads allow."""
+    return [t for t in (1, 2, 4, 8, 16) if t in model.tp_degrees(upto)]
 
 
 def smallest_fit(fit_at, model: ModelSpec, allow_pp: bool) -> Fit | None:
@@ -250,6 +271,12 @@ class Decode:
             (k[:-2] + "_ms" if k.endswith("_s") else k): (v * 1e3 if k.endswith("_s") else v)
             for k, v in asdict(self).items()
         }
+
+
+def kv_read_bytes_per_gpu(model: ModelSpec, fit: Fit, kv_dtype: str) -> int:
+    """The KV one decode step of `fit`'s sequence reads on one GPU: windowed layers read their
+    window only, whatever the allocator holds for them."""
+    return kv_bytes_sequence_per_gpu(model, fit.num_tokens, kv_dtype, fit.tp, fit.pp, fit.cp)
 
 
 def decode_at(cost: CostModel, context: int, kv_bytes_per_gpu: int, weights_bytes: int) -> Decode:

@@ -25,8 +25,10 @@ from sim.scenarios.long_context.arithmetic import (
     Prefill,
     decode_at,
     kv_bytes_sequence_per_gpu,
+    kv_read_bytes_per_gpu,
     tp_choices,
     walk_prefill,
+    windows_bounded,
 )
 from sim.scenarios.long_context.runs import Context, chunk_tokens
 from sim.scenarios.long_context.traffic import EngineRuns
@@ -162,7 +164,8 @@ def _time_at(ctx: Context, fit: Fit, **changes) -> tuple[float, float]:
     cost = ctx.cost_model(fit.tp, fit.pp, **changes)
     chunk = chunk_tokens(cost.settings, lc.prompt_tokens)
     w = walk_prefill(cost, lc.prompt_tokens, chunk)
-    d = decode_at(cost, lc.prompt_tokens, fit.kv_bytes_sequence_per_gpu, fit.weights_bytes_per_gpu)
+    read = kv_read_bytes_per_gpu(ctx.model, fit, cost.settings.kv_cache_dtype)
+    d = decode_at(cost, lc.prompt_tokens, read, fit.weights_bytes_per_gpu)
     return w.total_s, d.total_s * 1e3
 
 
@@ -202,7 +205,9 @@ def _pcp(ctx: Context, at: Fit, split: Prefill, dec: Decode, cp: int) -> Prefill
     inside = at.tp * cp <= NODE_GPUS
     link = hw.peer_bytes_per_s if inside else lc.network_bytes_per_s
     layers = m.num_layers
-    shard = kv_bytes_sequence_per_gpu(m, lc.prompt_tokens, "auto", at.tp, at.pp, cp) / layers
+    bounded = windows_bounded(ctx.settings(at.tp), m)
+    shard = kv_bytes_sequence_per_gpu(m, lc.prompt_tokens, "auto", at.tp, at.pp, cp, bounded)
+    shard /= layers
     hop_s = (cp - 1) * shard / link  # one layer's ring, per GPU
     attention_layer_s = split.attention_s / cp / layers
     exposed = layers * max(0.0, hop_s - attention_layer_s)

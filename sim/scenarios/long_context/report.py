@@ -135,6 +135,7 @@ def report_text(study: Study, plots: dict) -> str:
         f"Engine {study.engine}; {study.output_tokens} output tokens; "
         f"{traffic.background if traffic is not None else 'no background traffic'}.",
         "",
+        *([f"Parallelism: {study.tp_choice.why}.", ""] if study.tp_choice.why else []),
         "## What breaks, in the order you meet it",
         "",
         f"1. **Memory.** {memory_sentence(study)}",

@@ -29,7 +29,6 @@ from sim.cost.step import CostModel
 from sim.engines.resolve import ENGINES, resolve
 from sim.engines.settings import EngineSettings
 from sim.errors import UserError
-from sim.kv.memory import kv_block_tokens, kv_bytes_per_token_per_gpu
 from sim.run.setup import Setup
 from sim.run.simulate import simulate
 from sim.scenarios.fanout import fan_out
@@ -138,17 +137,10 @@ def fit_for_simulation(ctx: Context) -> tuple[Fit, Fit | None]:
 
 def sim_config(ctx: Context, fit: Fit, **changes) -> SimConfig:
     """The run's config at the simulated parallelism, its engine accepting the long request.
-    The simulator's KV pool counts windowed layers at full size (sim/kv/memory.py); where that
-    would refuse the request its real (windowed) size fits, the pool is sized to hold it."""
+    Its memory plan sizes windowed layers as the release does (sim/kv/windows.py), as `fit`
+    did: the pool is the one the fit was checked against."""
     cfg = ctx.cfg
     args = ctx.engine_args(**changes)
-    settings = ctx.settings(fit.tp, **changes)
-    block = kv_block_tokens(settings)
-    per_block = kv_bytes_per_token_per_gpu(ctx.model, settings.kv_cache_dtype, fit.tp, fit.pp)
-    natural = fit.kv_pool_bytes_per_gpu // (per_block * block)
-    needed = -(-ctx.total_tokens // block) + 1
-    if natural < needed and not args.get("num_gpu_blocks_override"):
-        args["num_gpu_blocks_override"] = needed + natural
     par = replace(cfg.parallel, tp=fit.tp, pp=fit.pp)
     quiet = replace(cfg.output, report=False, progress=False)
     return replace(cfg, parallel=par, engine_args=args, output=quiet)

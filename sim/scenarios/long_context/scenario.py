@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.config import SimConfig
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.scenarios.long_context.report import write_long_context_outputs
 from sim.scenarios.long_context.runs import Context
 from sim.scenarios.long_context.study import Study, run_long_context
@@ -16,12 +16,14 @@ from sim.scenarios.long_context.text import (
     memory_sentence,
     ttft_sentence,
 )
+from sim.scenarios.long_context.tp_choice import choose_tp
 
 
 class LongContext:
     counts = "runs"
 
     def check(self, cfg: SimConfig) -> None:
+        cfg, _ = choose_tp(cfg)
         Context.of(cfg).settings(cfg.parallel.tp)
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> Study:
@@ -35,6 +37,8 @@ class LongContext:
             f"long_context: {result.model}, {result.prompt_tokens:,} prompt tokens on "
             f"{result.hardware}"
         )
+        if result.tp_choice.why:
+            print(f"  Parallelism: {result.tp_choice.why}.")
         for title, sentence in (
             ("Memory", memory_sentence),
             ("TTFT", ttft_sentence),
@@ -42,4 +46,4 @@ class LongContext:
             ("Everyone else", cotenant_sentence),
         ):
             print(f"  {title}: {sentence(result)}")
-        print(f"{result.wall_time_s:.1f} s. Outputs: {out_dir}/ (summary.json, report.md, plots)")
+        print(f"{result.wall_time_s:.1f} s. {outputs_line(out_dir)}")

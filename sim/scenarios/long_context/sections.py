@@ -98,7 +98,11 @@ def budget_lesson(rows: tuple[BudgetRun, ...]) -> str:
 def architecture_note(r: Architecture, base: Architecture | None) -> str:
     kind = r.attention
     kv = r.kv_bytes_sequence
-    ratio = f"{kv / base.kv_bytes_sequence:.2f}× the KV of {base.model}" if base else ""
+    ratio = ""
+    if base:  # two decimals, or two significant digits below 0.1 (never "0.00×")
+        times = kv / base.kv_bytes_sequence
+        ratio = f"{times:.2f}×" if times >= 0.1 else f"{times:.2g}×"
+        ratio += f" the KV of {base.model}"
     share = pct(r.ttft_attention_share)
     if "sparse" in kind:
         return (
@@ -111,10 +115,15 @@ def architecture_note(r: Architecture, base: Architecture | None) -> str:
             f"linear layers keep a fixed state; the remaining attention layers still grow: "
             f"{ratio}, attention {share} of TTFT"
         )
+    if ("sliding" in kind or "chunked" in kind) and r.windows_bounded:
+        return (
+            f"windowed layers hold only their window (this release frees the rest); full "
+            f"layers still hold everything and scan it: {ratio}, attention {share} of TTFT"
+        )
     if "sliding" in kind or "chunked" in kind:
         return (
-            f"windowed layers hold a bounded KV; full layers still hold everything and scan "
-            f"it: {ratio}, attention {share} of TTFT"
+            f"windowed layers compute over their window only, but this release keeps a slot "
+            f"for every token in them too: {ratio}, attention {share} of TTFT"
         )
     if "mla" in kind:
         return (
@@ -294,9 +303,11 @@ def how_section(study: Study) -> list[str]:
         "- Times are priced per kernel from this GPU's calibrated profile where measured "
         "tables exist (GEMM, FlashAttention); MLA, the sparse indexer and linear attention "
         "use the roofline prior (no measured tables yet).",
-        "- The simulator's KV pool counts windowed layers at full size; where that would "
-        "refuse a request whose real (windowed) KV fits, the run's pool is enlarged to hold "
-        "it. Context parallelism and the separate prefill pool are priced from the same "
-        "components (not simulated step by step).",
+        "- Windowed (sliding-window, chunked-local) layers are sized as the simulated "
+        "release's allocator sizes them (sim/kv/windows.py): a slot per token before vLLM's "
+        "hybrid KV cache manager, only the window after it, the same in the memory plan, "
+        "the longest context and the run's blocks per request. Context parallelism and the "
+        "separate prefill pool are priced from the same components (not simulated step by "
+        "step).",
         f"- Wall time of this scenario: {study.wall_time_s:.1f} s.",
     ]

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from sim.config import SimConfig
+from sim.kv.windows import WindowRule, window_rule
 from sim.scenarios.long_context.architectures import (
     Architecture,
     ArchitectureError,
@@ -24,6 +25,7 @@ from sim.scenarios.long_context.arithmetic import (
     Prefill,
     decode_at,
     flops_crossover_tokens,
+    kv_read_bytes_per_gpu,
 )
 from sim.scenarios.long_context.remedies import Remedies, remedies
 from sim.scenarios.long_context.runs import (
@@ -32,6 +34,7 @@ from sim.scenarios.long_context.runs import (
     fit_for_simulation,
     prefill_split,
 )
+from sim.scenarios.long_context.tp_choice import TpChoice, choose_tp
 from sim.scenarios.long_context.traffic import EngineRuns, Traffic, engine_runs
 
 
@@ -60,6 +63,10 @@ class Memory:
     max_context_tokens: int
     max_context_tokens_fp8_kv: int
     total_tokens: int
+    windows: dict[str, int]  # windowed attention kind -> its window (tokens)
+    windows_bounded: bool  # the release's allocator holds only the window (sim/kv/windows.py)
+    window_rule: str  # the rule that says so ("" without windowed layers)
+    why_not_fp8_kv: str  # why the memory plan refuses FP8 KV ("" where it holds some)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,7 @@ class Study:
     remedies: Remedies
     wall_time_s: float
     scaling: pd.DataFrame  # TTFT split by prompt length
+    tp_choice: TpChoice  # the degree studied: the given one, or a valid one and why
 
     @property
     def simulated(self) -> bool:
@@ -148,12 +156,16 @@ class Study:
             s |= self.runs.summary
         s["architectures"] = [asdict(a) for a in self.architectures]
         s["remedies"] = self.remedies.summary
+        if self.tp_choice.why:
+            s["tp_choice"] = self.tp_choice.summary
         s["wall_time_s"] = self.wall_time_s
         return s
 
 
 def run_long_context(cfg: SimConfig, progress=None) -> Study:
     started = time.perf_counter()
+    given_cfg = cfg  # the other architectures: each at its largest valid degree up to this tp
+    cfg, tp_choice = choose_tp(cfg)
     lc = cfg.long_context
     ctx = Context.of(cfg)
     given, fit = fit_for_simulation(ctx)
@@ -162,7 +174,8 @@ def run_long_context(cfg: SimConfig, progress=None) -> Study:
     cost = ctx.cost_model(at.tp, at.pp)
     chunk = chunk_tokens(cost.settings, lc.prompt_tokens)
     split, scaling = prefill_split(cost, lc.prompt_tokens, chunk)
-    dec = decode_at(cost, lc.prompt_tokens, at.kv_bytes_sequence_per_gpu, at.weights_bytes_per_gpu)
+    read = kv_read_bytes_per_gpu(ctx.model, at, cost.settings.kv_cache_dtype)
+    dec = decode_at(cost, lc.prompt_tokens, read, at.weights_bytes_per_gpu)
     runs = engine_runs(ctx, fit, cost, dec.total_s, progress) if fit is not None else None
     ttft_s = runs.ttft_s if runs is not None else split.total_s
     return Study(
@@ -179,10 +192,11 @@ def run_long_context(cfg: SimConfig, progress=None) -> Study:
         time_crossover_tokens=_time_crossover(scaling),
         decode=dec,
         runs=runs,
-        architectures=tuple(architecture_row(cfg, name) for name in lc.architectures or ()),
+        architectures=tuple(architecture_row(given_cfg, name) for name in lc.architectures or ()),
         remedies=remedies(ctx, at, split, dec, runs, ttft_s),
         wall_time_s=time.perf_counter() - started,
         scaling=pd.DataFrame(scaling),
+        tp_choice=tp_choice,
     )
 
 
@@ -197,14 +211,19 @@ def memory_of(ctx: Context, given: Fit, fit: Fit | None) -> Memory:
     par = ctx.cfg.parallel
     fp8 = ctx.fit(par.tp, par.pp, kv_cache_dtype="fp8")
     smallest = ctx.smallest_fit() if given.fits else fit  # fit: already the smallest
+    rule, rule_fp8 = (
+        window_rule_of(ctx.settings(par.tp, **changes), m)
+        for changes in ({}, {"kv_cache_dtype": "fp8"})
+    )
+    n = lc.prompt_tokens
     return Memory(
         given_parallel=given.parallel,
         given_gpus=given.num_gpus,
         kv_bytes_per_token=m.kv_bytes_per_token(),
         kv_bytes_per_token_by_kind=m.kv_bytes_per_token_by_kind(),
         kv_bytes_per_token_fp8=m.kv_bytes_per_token("fp8"),
-        kv_bytes_sequence=m.kv_bytes_for_sequence(lc.prompt_tokens),
-        kv_bytes_sequence_fp8=m.kv_bytes_for_sequence(lc.prompt_tokens, "fp8"),
+        kv_bytes_sequence=m.kv_bytes_for_sequence(n, "auto", rule.bounded),
+        kv_bytes_sequence_fp8=m.kv_bytes_for_sequence(n, "fp8", rule_fp8.bounded),
         kv_bytes_sequence_per_gpu=given.kv_bytes_sequence_per_gpu,
         weights_bytes_per_gpu=given.weights_bytes_per_gpu,
         activation_bytes_per_gpu=given.activation_bytes,
@@ -218,7 +237,15 @@ def memory_of(ctx: Context, given: Fit, fit: Fit | None) -> Memory:
         max_context_tokens=given.max_context_tokens,
         max_context_tokens_fp8_kv=fp8.max_context_tokens,
         total_tokens=ctx.total_tokens,
+        windows={x.attention.value: x.window_tokens for x in m.layers if x.window_tokens},
+        windows_bounded=rule.bounded,
+        window_rule=rule.why,
+        why_not_fp8_kv=fp8.why if not fp8.max_context_tokens else "",
     )
+
+
+def window_rule_of(settings, model) -> WindowRule:
+    return window_rule(settings.engine, settings.version, settings.scheduler, model)
 
 
 def _time_crossover(scaling: list[dict]) -> int | None:

@@ -45,21 +45,60 @@ def pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def ratio_text(value: float, of: str) -> str:
+    """`value` times `of` in words, never 0× nor negative: "4.1× as long as the first",
+    "62% less than the first", "about the same as the first"."""
+    if value >= 1.05:
+        return f"{value:.1f}× as long as {of}" if value < 10 else f"{value:,.0f}× as long as {of}"
+    if value <= 0.95:
+        return f"{100 * (1 - value):.0f}% less than {of}"
+    return f"about the same as {of}"
+
+
+def kv_phrase(study: Study) -> str:
+    """What one sequence's KV is made of, so that bytes per token x tokens = the GiB stated."""
+    m, n = study.memory, study.prompt_tokens
+    kinds = m.kv_bytes_per_token_by_kind
+    windowed = {k: v for k, v in kinds.items() if k in m.windows and v}
+    bounded = bool(windowed) and m.windows_bounded
+    grow = m.kv_bytes_per_token - (sum(windowed.values()) if bounded else 0)
+    held = sum(v * min(n, m.windows[k]) for k, v in windowed.items()) if bounded else 0
+    state = m.kv_bytes_sequence - n * grow - held
+    if bounded:
+        parts = [f"{grow:,} bytes per token in the layers that keep every token"] + [
+            f"{v:,} in its {k} layers for their last {min(n, m.windows[k]):,} only"
+            for k, v in windowed.items()
+        ]
+        text = ", ".join(parts) + ": this release frees what slides out of a window"
+    else:
+        text = f"{m.kv_bytes_per_token:,} bytes per token at the model's dtype"
+        if windowed:
+            text += ", windowed layers included: this release keeps every token in them"
+    if state > 0:
+        size = gib(state) if state >= GIB else f"{state / 2**20:,.1f} MiB"
+        text += f", plus {size} of linear-attention state"
+    return text
+
+
 # ---- the four breaks -----------------------------------------------------------------------
 def memory_sentence(study: Study) -> str:
     m = study.memory
     n, gpus = study.prompt_tokens, f"{study.hardware} at {m.given_parallel}"
     head = (
         f"One {n:,}-token sequence holds {gib(m.kv_bytes_sequence)} of KV cache "
-        f"({m.kv_bytes_per_token:,} bytes per token at the model's dtype); on {gpus} that is "
+        f"({kv_phrase(study)}); on {gpus} that is "
         f"{gib(m.kv_bytes_sequence_per_gpu)} per GPU beside {gib(m.weights_bytes_per_gpu)} "
         f"of weights, "
+    )
+    fp8 = (
+        f"{tok(m.max_context_tokens_fp8_kv)} with FP8 KV"
+        if m.max_context_tokens_fp8_kv
+        else "none with FP8 KV: its memory plan leaves no room, section 1 of report.md says why"
     )
     if m.fits:
         return head + (
             f"within the {gib(m.kv_pool_bytes_per_gpu)} the engine's memory plan leaves for "
-            f"KV: it fits, up to {tok(m.max_context_tokens)} tokens "
-            f"({tok(m.max_context_tokens_fp8_kv)} with FP8 KV)."
+            f"KV: it fits, up to {tok(m.max_context_tokens)} tokens ({fp8})."
         )
     where = (
         f"The smallest configuration that holds it is {m.min_fit_parallel} "
@@ -94,24 +133,44 @@ def ttft_sentence(study: Study) -> str:
 def decode_sentence(study: Study) -> str:
     d = study.decode
     bound = "the KV cache" if d.kv_ms > d.weights_ms else "the weights"
+    kv = f"the sequence's {gib(d.kv_bytes_per_gpu)} of KV per GPU"
+    if study.memory.windows:
+        kv = f"{gib(d.kv_bytes_per_gpu)} of its KV per GPU (windowed layers read their window)"
     return (
         f"Each further token then takes {ms(study.decode_ms_per_token)}: "
-        f"{pct(d.kv_ms / d.total_ms)} of a step reads the sequence's "
-        f"{gib(d.kv_bytes_per_gpu)} of KV per GPU and {pct(d.weights_ms / d.total_ms)} "
+        f"{pct(d.kv_ms / d.total_ms)} of a step reads {kv} and {pct(d.weights_ms / d.total_ms)} "
         f"reads {gib(d.weights_bytes_per_gpu)} of weights: decode at this context is bound "
         f"by {bound}."
     )
 
 
-def cotenant_sentence(study: Study) -> str:
-    p = study.prefill
-    ratio = p.last_chunk_s / p.first_chunk_s
-    chunk = (
-        f"While it prefills, every step carries a {p.budget:,}-token chunk of it whose "
-        f"attention reads the whole prefix: the last chunk takes {dur(p.last_chunk_s)} "
-        f"against {dur(p.first_chunk_s)} for the first, {ratio:.0f}× for the same token "
-        f"budget. "
+def chunk_sentence(study: Study) -> str:
+    """The prefill's chunks, first against last: what each reads, and the time ratio."""
+    p, windows = study.prefill, study.memory.windows
+    reads = "attention reads the whole prefix"
+    if windows:
+        only = ", ".join(
+            f"its {k} layers only their {w:,}-token window" for k, w in windows.items()
+        )
+        reads = f"full-attention layers read the whole prefix ({only})"
+    last_tokens = p.num_tokens - (p.num_chunks - 1) * p.budget
+    if p.num_chunks < 2:
+        return f"It prefills in one step of {p.num_tokens:,} tokens ({dur(p.last_chunk_s)}). "
+    same = " for the same token budget" if last_tokens == p.budget else ""
+    last = "the last chunk" + (f" ({last_tokens:,} tokens)" if not same else "")
+    if p.first_chunk_s > 0 and p.last_chunk_s > 0:
+        versus = ratio_text(p.last_chunk_s / p.first_chunk_s, "the first") + same
+    else:
+        versus = "no ratio: a chunk took no time"
+    return (
+        f"While it prefills, every step carries a {p.budget:,}-token chunk of it whose {reads}: "
+        f"{last} takes {dur(p.last_chunk_s)} against {dur(p.first_chunk_s)} for the first, "
+        f"{versus}. "
     )
+
+
+def cotenant_sentence(study: Study) -> str:
+    chunk = chunk_sentence(study)
     if not study.simulated:
         return chunk + "Nothing was simulated around it: no configuration holds it."
     if study.traffic is None:
@@ -150,6 +209,11 @@ def memory_section(study: Study) -> list[str]:
         ("... with FP8 KV", tok(m.max_context_tokens_fp8_kv)),
         ("smallest configuration that fits", m.min_fit_parallel or "none"),
     ]
+    if m.windows:
+        held = "their window only" if m.windows_bounded else "every token (full length)"
+        rows.insert(1, ("windowed layers hold", f"{held}: {m.window_rule}"))
+    if m.why_not_fp8_kv:
+        rows.append(("why not with FP8 KV", m.why_not_fp8_kv))
     return ["## 1. Memory", "", md_table(rows, ("", "")), ""]
 
 

@@ -10,7 +10,9 @@ is the same however many processes or machines ran the points. The swept columns
 - goodput.png: goodput (or throughput) against the first setting, per load; when the prefix
   cache's hit rate differs between runs, hit_rate.png and ttft.png the same way;
 - a recommendation in one sentence: the settings with the most goodput over the loads swept,
-  and why, against the engine's default when the sweep has it (else the runner-up);
+  and why, against the engine's default when the sweep has it (else the runner-up); a sweep
+  of the load alone says what it shows instead (sim/scenarios/sweep/load.py) above one table
+  with a row per load;
 - for a sweep of scenario=capacity: capacity and cost per million output tokens per setting.
 """
 
@@ -26,6 +28,7 @@ from sim.report.figures import md_table as _md
 from sim.report.figures import plain_formatter, plain_ticks, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json
+from sim.scenarios.sweep.load import load_findings
 from sim.scenarios.sweep.table import fmt_value, label, split_columns
 
 UNITS = {"prefix_cache_hit_rate": "", "mean_ttft_ms": "ms", "output_throughput": "tok/s"}
@@ -85,6 +88,8 @@ def recommend(
         return None
     ranked = rank_settings(frame, load, settings)
     best = ranked.iloc[0]["setting"]
+    if len(ranked) == 1 and load and not settings:  # the load alone: what it shows
+        return {"setting": best, "load": load, **load_findings(frame, load)}
     if len(ranked) == 1:
         return {"setting": best, "sentence": f"Only one setting was swept: {best}."}
     df = frame.assign(setting=_settings_key(frame, settings))
@@ -351,7 +356,8 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
         rec = recommend(frame, load, settings, default)
         if rec:
             summary["recommendation"] = rec
-            parts.insert(1, f"**Recommendation.** {rec['sentence']}")
+            lead = "What the sweep shows" if load and not settings else "Recommendation"
+            parts.insert(1, f"**{lead}.** {rec['sentence']}")
         if settings:
             plots.append(plot_pareto(frame, load, settings, sweep_dir / "pareto.png"))
             plots.append(plot_goodput(frame, load, settings, sweep_dir / "goodput.png"))
@@ -363,6 +369,8 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
                     plots.append(
                         plot_goodput(frame, load, settings, sweep_dir / f"{name}.png", metric)
                     )
+        if load and not settings:  # the load alone: one table, a row per load
+            return _finish(sweep_dir, parts, summary, plots, frame, load)
         ranked = rank_settings(frame, load, settings)
         metric = "goodput" if "request_goodput" in frame else "throughput"
         rows = [
@@ -384,18 +392,35 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
                 ["settings", f"mean {metric} (req/s)", "mean p99 TTFT", "mean p99 TPOT", room],
             )
         )
-        slo = frame.attrs.get("slo", {})
-        if slo:
-            parts.append(
-                "Goodput as `vllm bench serve --goodput` counts it: finished requests meeting "
-                + " and ".join(f"{NAMES[m]} <= {t:g} ms" for m, t in slo.items())
-                + " (TPOT counted 0 for one-token answers), per second of the run."
-            )
+        if slo := frame.attrs.get("slo", {}):
+            parts.append(goodput_note(slo))
         for p in plots:
             parts.append(f"![{p}]({p})")
         parts.append(
             "## Trade-off per load (ms; p50 / p99)\n\n" + tradeoff_tables(frame, load, settings)
         )
+    summary["plots"] = plots
+    write_report(sweep_dir, "\n\n".join(parts) + "\n")
+    write_json(sweep_dir / "sweep_summary.json", summary)
+    return summary
+
+
+def goodput_note(slo: dict) -> str:
+    return (
+        "Goodput as `vllm bench serve --goodput` counts it: finished requests meeting "
+        + " and ".join(f"{NAMES[m]} <= {t:g} ms" for m, t in slo.items())
+        + " (TPOT counted 0 for one-token answers), per second of the run."
+    )
+
+
+def _finish(sweep_dir: Path, parts, summary: dict, plots, frame: pd.DataFrame, load: str):
+    """A sweep of the load alone: its SLO note and one table with a row per load."""
+    if slo := frame.attrs.get("slo", {}):
+        parts.append(goodput_note(slo))
+    by_load = frame.sort_values(load, kind="stable")
+    parts.append(
+        f"## Trade-off per {load} (ms; p50 / p99)\n\n" + tradeoff_tables(by_load, None, [load])
+    )
     summary["plots"] = plots
     write_report(sweep_dir, "\n\n".join(parts) + "\n")
     write_json(sweep_dir / "sweep_summary.json", summary)

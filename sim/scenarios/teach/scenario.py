@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.run.setup import Setup
 from sim.scenarios.teach.lessons import LESSONS
 from sim.scenarios.teach.report import write_teach_outputs
@@ -34,7 +34,5 @@ class Teach:
     def brief(self, result: LessonRuns, out_dir: Path, sweeping: bool) -> None:
         s = result.summary
         print(f"teach_{s['lesson']}: {s['lesson_sentence']}")
-        print(
-            f"{s['wall_time_s']:.1f} s. Outputs: {out_dir}/ (report.md, report.html, timeline.png, "
-            "trace.json for ui.perfetto.dev)"
-        )
+        print(f"{s['wall_time_s']:.1f} s. {outputs_line(out_dir)}")
+        print("Open trace.json in ui.perfetto.dev to step through the runs.")

@@ -7,6 +7,7 @@ layers below sim/scenarios):
     outcomes.py     what is kept of one simulated mixture; run_tasks() runs many (fan_out)
     attribution.py  the math on one value function: Shapley values, one at a time, ddmin
     runs.py         Runs: every (seed, subset of changes) simulated so far
+    headline.py     the metric the verdict explains, and the rule that chose it
     attribute.py    attribute(): the mixtures to run over seeds and each change's effects
     plan.py         make_plan(): every check before the first simulation, the baseline
     restore.py      the engine flags that set a change back on the new version

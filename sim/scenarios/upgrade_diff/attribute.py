@@ -22,7 +22,8 @@ from sim.scenarios.upgrade_diff.attribution import (
     shapley,
 )
 from sim.scenarios.upgrade_diff.changes import Change
-from sim.scenarios.upgrade_diff.outcomes import LOWER_IS_BETTER, METRICS, mean_outcome
+from sim.scenarios.upgrade_diff.headline import LARGEST, choose_headline
+from sim.scenarios.upgrade_diff.outcomes import METRICS, mean_outcome
 from sim.scenarios.upgrade_diff.runs import Runs
 
 ORDERS_SEED = 20  # the random orders sampled Shapley values follow (fixed: reproducible)
@@ -52,6 +53,7 @@ class Attribution:
     exact: bool  # Shapley values over every subset (else sampled orders)
     orders: int  # random orders sampled per seed (0 when exact)
     simulations_run: int
+    headline_rule: str = LARGEST  # which rule chose the headline (headline.py)
 
     def outcome(self, subset=(), seed: int | None = None) -> dict:
         """One seed's run of a mixture; with no seed, the mean over every seed."""
@@ -68,16 +70,6 @@ class Attribution:
         return self.outcome(range(len(self.changes)))
 
 
-def worst_metric(change_pct: dict[str, float]) -> str:
-    """The metric that got worst (lowest throughput change, highest latency change); the
-    largest change when none got worse."""
-    worse = {m: (v if LOWER_IS_BETTER[m] else -v) for m, v in change_pct.items()}
-    m = max(worse, key=lambda k: worse[k])  # ties: the first in METRICS' order
-    if worse[m] > 0:
-        return m
-    return max(change_pct, key=lambda k: abs(change_pct[k]))
-
-
 def attribute(
     cfg: SimConfig,
     before: EngineSettings,
@@ -89,6 +81,7 @@ def attribute(
     jobs: int | None = None,
     progress=None,
     cache: Path | None = None,
+    measured_pct: dict[str, float] | None = None,
 ) -> Attribution:
     """Attribute the change from `before` to `after` to the `changes`, on cfg's workload drawn
     with each seed (every mixture of one seed sees the same arrivals and lengths):
@@ -102,7 +95,8 @@ def attribute(
     4. a minimal set by delta debugging on the first seed's headline metric.
 
     Every distinct (seed, subset) is simulated once; each stage's runs go out in parallel.
-    `progress(done, total)` as runs finish; `cache`: see outcomes.run_tasks."""
+    `progress(done, total)` as runs finish; `cache`: see outcomes.run_tasks. `headline`: a
+    metric, or auto (headline.py; `measured_pct`: the measured change, when one was given)."""
     n = len(changes)
     seeds = list(seeds)
     everything = frozenset(range(n))
@@ -126,8 +120,8 @@ def attribute(
     runs.run(game)
     e = {m: _effects(runs, m, active, orders, exact, by_cat) for m in METRICS}
     change = {m: e[m].change for m in METRICS}
-    if headline == "auto":
-        headline = worst_metric(change)
+    chosen = choose_headline(headline, change, {m: e[m].change_ci for m in METRICS}, measured_pct)
+    headline = chosen.metric
     minimal = []
     if active:
         found = minimal_set(len(active), runs.game(seeds[0], headline, active), MINIMAL_SHARE)
@@ -151,6 +145,7 @@ def attribute(
         exact,
         orders,
         len(runs.outcomes),
+        chosen.rule,
     )
 
 

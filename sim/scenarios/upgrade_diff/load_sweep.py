@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sim.scenarios.upgrade_diff.outcomes import LOWER_IS_BETTER, METRICS, pct_change, run_tasks
+from sim.scenarios.upgrade_diff.outcomes import METRICS, adverse, pct_change, run_tasks
 from sim.scenarios.upgrade_diff.plan import Plan
 from sim.workload.traces import load_trace
 
@@ -127,11 +127,6 @@ def load_sweep(plan: Plan, factors, jobs, progress=None, cache: Path | None = No
         )
     runs = len(tasks) + (capacity is not None)
     return LoadSweep(what, capacity, tuple(rows), runs)
-
-
-def adverse(metric: str, change_pct: float) -> float:
-    """How much worse (positive) a change makes a metric."""
-    return change_pct if LOWER_IS_BETTER[metric] else -change_pct
 
 
 def appears_at(sweep: LoadSweep, metric: str) -> LoadPoint | None:

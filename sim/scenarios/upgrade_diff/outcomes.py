@@ -25,6 +25,11 @@ METRICS = UPGRADE_METRICS  # the metrics whose change upgrade_diff attributes
 LOWER_IS_BETTER = {m: not m.endswith("throughput") for m in METRICS}
 
 
+def adverse(metric: str, change_pct: float) -> float:
+    """How much worse (positive) a change makes a metric."""
+    return change_pct if LOWER_IS_BETTER[metric] else -change_pct
+
+
 @dataclass(frozen=True, slots=True)
 class Figures:
     """An outcome's simulator figures (counts are means, so floats, over several seeds)."""
@@ -108,9 +113,11 @@ def run_tasks(
 
 
 def task_key(cfg: SimConfig, chosen, before, after, changes: list[Change]) -> str:
-    """A digest of everything one mixture's outcome depends on (the name of its kept file)."""
+    """A digest of everything one mixture's outcome depends on (the name of its kept file):
+    not the upgrade section, which only says which mixtures to run and how to read them (a
+    rerun with another upgrade.headline reuses every simulation)."""
     what = {
-        "config": asdict(cfg),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "upgrade"},
         "chosen": list(chosen),
         "before": before.as_mapping(),
         "after": after.as_mapping(),

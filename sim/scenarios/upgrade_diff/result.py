@@ -143,9 +143,11 @@ class UpgradeResult:
 
     before: Side
     after: Side
+    top_alone: Side | None  # the before version with only the verdict's first setting changed
     change_pct: dict[str, float]  # metric -> after vs before
     change_ci_pct: dict[str, float]  # half-width of its 95% interval over seeds
     headline: str  # the metric the verdict, the waterfall and the minimal set are about
+    headline_rule: str  # which rule chose it (sim/scenarios/upgrade_diff/headline.py)
     attribution: tuple[AttributionRow, ...]  # largest headline effect first
     by_category_pct: dict[str, dict[str, float]]  # category -> metric -> its changes alone
     interaction_pct: dict[str, float]  # the change minus the categories' effects alone
@@ -167,9 +169,11 @@ class UpgradeResult:
         return {
             "before": self.before.summary,
             "after": self.after.summary,
+            "top_alone": self.top_alone.summary if self.top_alone else None,
             "change_pct": dict(self.change_pct),
             "change_ci_pct": dict(self.change_ci_pct),
             "headline": self.headline,
+            "headline_rule": self.headline_rule,
             "attribution": [row.summary for row in self.attribution],
             "by_category_pct": {cat: dict(v) for cat, v in self.by_category_pct.items()},
             "interaction_pct": dict(self.interaction_pct),

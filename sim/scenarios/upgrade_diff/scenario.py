@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.config import SimConfig
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.plan import make_plan
 from sim.scenarios.upgrade_diff.report import write_upgrade_outputs
 from sim.scenarios.upgrade_diff.result import UpgradeResult
 from sim.scenarios.upgrade_diff.study import run_upgrade_diff
-from sim.scenarios.upgrade_diff.verdict import NAMES, fmt
+from sim.scenarios.upgrade_diff.verdict import NAMES, fmt, noise, pair
 
 
 class UpgradeDiff:
@@ -34,7 +34,10 @@ class UpgradeDiff:
         write_upgrade_outputs(result, out_dir)
 
     def brief(self, result: UpgradeResult, out_dir: Path, sweeping: bool) -> None:
-        print(f"upgrade_diff: {result.before.engine} -> {result.after.engine}")
+        sides = pair(
+            result.before.engine, result.after.engine, result.attribution, result.config.upgrade
+        )
+        print(f"upgrade_diff: {sides.title}")
         for m in METRICS:
             print(
                 f"  {NAMES[m][0]:<20} {fmt(m, result.before.metrics[m]):>16} -> "
@@ -47,7 +50,8 @@ class UpgradeDiff:
                 print(
                     f"    {row.setting:<32} {row.category:<10} "
                     f"{row.effect_pct[m]:+7.1f} ± {row.ci_pct[m]:.1f}"
+                    + ("  not distinguishable from noise" if noise(row, m) else "")
                 )
         print(f"Verdict: {result.verdict}")
         print(f"{result.simulations_run} simulations in {result.wall_time_s:.0f} s.")
-        print(f"Outputs: {out_dir}/ (summary.json, attribution.csv, report.md, waterfall.png)")
+        print(outputs_line(out_dir))

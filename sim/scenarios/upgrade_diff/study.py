@@ -36,7 +36,7 @@ from sim.scenarios.upgrade_diff.result import (
     Side,
     UpgradeResult,
 )
-from sim.scenarios.upgrade_diff.verdict import verdict
+from sim.scenarios.upgrade_diff.verdict import leaders, pair, verdict
 
 
 def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -> UpgradeResult:
@@ -52,6 +52,7 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
         if progress:
             progress(done, total)
 
+    measured = _measured(plan)
     result = attribute(
         plan.cfg,
         plan.before,
@@ -63,6 +64,7 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
         up.jobs,
         tick,
         cache,
+        measured.change_pct if measured else None,
     )
     simulations = result.simulations_run
     sweep = None
@@ -86,6 +88,12 @@ def summarize(
     )
     before = Side(f"{plan.before.engine}@{plan.before.version}", *_metrics(r.before))
     after = Side(f"{plan.after.engine}@{plan.after.version}", *_metrics(r.after))
+    sides = pair(before.engine, after.engine, rows, plan.cfg.upgrade)
+    top = leaders(rows, r.headline, r.change_pct[r.headline])
+    alone = None
+    if top:
+        idx = [i for i, c in enumerate(plan.changes) if c.setting == top[0].setting]
+        alone = Side(f"{before.engine} + {top[0].setting} alone", *_metrics(r.outcome(idx)))
     measured = _measured(plan)
     unexplained = None
     if measured is not None:
@@ -102,9 +110,11 @@ def summarize(
     return UpgradeResult(
         before=before,
         after=after,
+        top_alone=alone,
         change_pct=dict(r.change_pct),
         change_ci_pct=dict(r.change_ci_pct),
         headline=r.headline,
+        headline_rule=r.headline_rule,
         attribution=tuple(rows),
         by_category_pct=r.by_category_pct,
         interaction_pct=dict(r.interaction_pct),
@@ -118,7 +128,7 @@ def summarize(
         restore_command=restore_command(plan, r),
         notes=plan.notes,
         wall_time_s=wall_s,
-        verdict=verdict(plan.changes, r, before, after, rows),
+        verdict=verdict(r, before, after, rows, sides, alone),
         config=plan.cfg,
     )
 

@@ -5,21 +5,23 @@ explain, the flags that restore the old behaviour, and the method."""
 from __future__ import annotations
 
 from sim.report.figures import md_table
+from sim.scenarios.upgrade_diff.headline import within_noise
 from sim.scenarios.upgrade_diff.load_sweep import appears_at
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.plan import SIMULATED
 from sim.scenarios.upgrade_diff.result import UpgradeResult
-from sim.scenarios.upgrade_diff.verdict import NAMES, fmt
+from sim.scenarios.upgrade_diff.verdict import NAMES, Pair, fmt, pair
 
 MATCH_WARN_PCT = 10.0  # a simulated before further than this from the baseline is flagged
 
 
 def report_text(s: UpgradeResult, plots: dict) -> str:
-    lines = [f"# Upgrade diff: {s.before.engine} -> {s.after.engine}", "", f"**{s.verdict}**", ""]
+    sides = pair(s.before.engine, s.after.engine, s.attribution, s.config.upgrade)
+    lines = [f"# Upgrade diff: {sides.title}", "", f"**{s.verdict}**", ""]
     lines += _workload(s)
     lines += _baseline(s)
-    lines += _what_changed(s)
-    lines += _attribution(s, plots)
+    lines += _what_changed(s, sides)
+    lines += _attribution(s, sides, plots)
     if s.load_sweep:
         lines += _load(s, plots)
     lines += _unexplained(s)
@@ -78,42 +80,47 @@ def _baseline(s: UpgradeResult) -> list[str]:
     return lines
 
 
-def _what_changed(s: UpgradeResult) -> list[str]:
-    b, a = s.before.engine, s.after.engine
+def _what_changed(s: UpgradeResult, sides: Pair) -> list[str]:
+    b, a = sides.before, sides.after
     rows = [
         (
             NAMES[k][0],
             fmt(k, s.before.metrics[k]),
             fmt(k, s.after.metrics[k]),
-            f"{s.change_pct[k]:+.1f}% ± {s.change_ci_pct[k]:.1f}",
+            _pm(s.change_pct[k], s.change_ci_pct[k], "%"),
             f"{s.interaction_pct[k]:+.1f}",
         )
         for k in METRICS
     ]
     lines = ["", "## What changed", ""]
     lines.append(md_table(rows, ("metric", b, a, "change", "interaction (points)")))
-    sb, sa = s.before.sim, s.after.sim
-    lines += [
-        "",
-        "| simulator figure | " + b + " | " + a + " |",
-        "|---|---|---|",
-        f"| engine steps | {sb.steps:,.0f} | {sa.steps:,.0f} |",
-        f"| mean / p99 step | {sb.mean_step_ms:.2f} / {sb.p99_step_ms:.1f} ms | "
-        f"{sa.mean_step_ms:.2f} / {sa.p99_step_ms:.1f} ms |",
-        f"| mean batch / tokens per step | {sb.mean_batch_size:.1f} / "
-        f"{sb.mean_tokens_per_step:.0f} | {sa.mean_batch_size:.1f} / "
-        f"{sa.mean_tokens_per_step:.0f} |",
-        f"| preemptions | {sb.preemptions:,.1f} | {sa.preemptions:,.1f} |",
-        f"| KV blocks / peak use | {sb.num_kv_blocks:,.0f} / {sb.kv_usage_peak:.0%} | "
-        f"{sa.num_kv_blocks:,.0f} / {sa.kv_usage_peak:.0%} |",
-        f"| prefix-cache hits | {sb.prefix_cache_hit_rate:.0%} | {sa.prefix_cache_hit_rate:.0%} |",
-        f"| attention priced with | {sb.attention_kernel} | {sa.attention_kernel} |",
-        "",
+    sides_run = [(b, s.before.sim), (a, s.after.sim)]
+    if s.top_alone is not None:  # the figures the verdict's mechanism reads
+        sides_run.append((s.top_alone.engine, s.top_alone.sim))
+    figures = [
+        ("engine steps", lambda f: f"{f.steps:,.0f}"),
+        ("mean / p99 step", lambda f: f"{f.mean_step_ms:.2f} / {f.p99_step_ms:.1f} ms"),
+        (
+            "mean batch / tokens per step",
+            lambda f: f"{f.mean_batch_size:.1f} / {f.mean_tokens_per_step:.0f}",
+        ),
+        ("preemptions", lambda f: f"{f.preemptions:,.1f}"),
+        ("KV blocks / peak use", lambda f: f"{f.num_kv_blocks:,.0f} / {f.kv_usage_peak:.0%}"),
+        ("prefix-cache hits", lambda f: f"{f.prefix_cache_hit_rate:.0%}"),
+        ("attention priced with", lambda f: f.attention_kernel),
     ]
+    table = [(name, *(show(f) for _, f in sides_run)) for name, show in figures]
+    lines += ["", md_table(table, ("simulator figure", *(n for n, _ in sides_run))), ""]
     return lines
 
 
-def _attribution(s: UpgradeResult, plots: dict) -> list[str]:
+def _pm(value: float, half_width: float, unit: str = "") -> str:
+    """value ± the half-width of its 95% interval, marked when that interval includes zero."""
+    text = f"{value:+.1f}{unit} ± {half_width:.1f}"
+    return text + " (noise)" if half_width > 0 and within_noise(value, half_width) else text
+
+
+def _attribution(s: UpgradeResult, sides: Pair, plots: dict) -> list[str]:
     m = s.headline
     head = NAMES[m][0]
     sh = s.shapley
@@ -124,7 +131,7 @@ def _attribution(s: UpgradeResult, plots: dict) -> list[str]:
             r.category,
             _v(r.before),
             _v(r.after),
-            "inert" if r.inert else f"{r.effect_pct[m]:+.1f} ± {r.ci_pct[m]:.1f}",
+            "inert" if r.inert else _pm(r.effect_pct[m], r.ci_pct[m]),
             f"{r.added_pct[m]:+.1f}",
             f"{r.removed_pct[m]:+.1f}",
             r.rule,
@@ -134,8 +141,8 @@ def _attribution(s: UpgradeResult, plots: dict) -> list[str]:
     header = (
         "setting",
         "category",
-        s.before.engine,
-        s.after.engine,
+        sides.before,
+        sides.after,
         f"{head}: Shapley",
         "added to before",
         "removed from after",
@@ -146,10 +153,11 @@ def _attribution(s: UpgradeResult, plots: dict) -> list[str]:
     lines += [
         "",
         f"Shapley values {how} of the {sh.num_changes - len(sh.inert)} changes that move "
-        f"anything; they add up to the change. `added to before`: the before version with that "
-        "one change; `removed from after`: the after version minus it with the sign of the "
-        f"upgrade. `*`: the minimal set (delta debugging) that reproduces at least 90% of the "
-        f"{head} change: {', '.join(f'`{x}`' for x in s.minimal_set) or 'none'}. "
+        "anything; they add up to the change. `(noise)`: not distinguishable from noise (the "
+        "95% interval includes zero), left out of the verdict. `added to before`: the before "
+        "version with that one change; `removed from after`: the after version minus it with "
+        "the sign of the upgrade. `*`: the minimal set (delta debugging) that reproduces at "
+        f"least 90% of the {head} change: {', '.join(f'`{x}`' for x in s.minimal_set) or 'none'}. "
         f"Inert ({len(sh.inert)}): no effect on any run either way"
         + (f" ({', '.join(f'`{x}`' for x in sh.inert)})" if sh.inert else "")
         + ".",

@@ -1,13 +1,26 @@
 """The verdict in words: the metrics' names and units, what the simulation shows moving
-between two runs (mechanism), and the sentence report.md and the console lead with."""
+between two runs (mechanism), the two sides' names (pair: two versions, or a what-if by its
+change), and the sentence report.md and the console lead with. Effects whose 95% interval
+includes zero are noise: never credited, never an offset."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from sim.config import UpgradeConfig
 from sim.scenarios.upgrade_diff.attribute import Attribution
-from sim.scenarios.upgrade_diff.changes import Change
-from sim.scenarios.upgrade_diff.outcomes import Figures
+from sim.scenarios.upgrade_diff.headline import (
+    FLOOR_PCT,
+    LARGEST,
+    MEASURED,
+    NAMED,
+    THROUGHPUT,
+    THROUGHPUTS,
+    regressed,
+    within_noise,
+)
+from sim.scenarios.upgrade_diff.outcomes import Figures, adverse
 from sim.scenarios.upgrade_diff.result import AttributionRow, Side
 
 NAMES = {
@@ -70,56 +83,148 @@ def mechanism(a: Figures, b: Figures) -> list[str]:
     return [text for _, text in found]
 
 
-def verdict(
-    changes: list[Change],
-    r: Attribution,
-    before: Side,
-    after: Side,
-    rows: Sequence[AttributionRow],
-) -> str:
-    """The headline metric's change and the fewest settings that make up 70% of it (rows:
-    largest effect first), with what the simulation shows moving."""
-    m = r.headline
-    title, _, _ = NAMES[m]
-    b, a = before.metrics[m], after.metrics[m]
-    total = r.change_pct[m]
-    versions = f"from {before.engine} to {after.engine}"
-    if not changes:
-        same = f"{title} {fmt(m, b)}"
-        return f"No setting differs {versions}: the two runs are the same ({same})."
-    if abs(total) < 0.05:
-        return f"{title} is unchanged {versions} ({fmt(m, b)})."
-    word = "rose" if total > 0 else "fell"
-    lead = f"{title} {word} {abs(total):.1f}% ({fmt(m, b)} -> {fmt(m, a)}) {versions}"
-    active = [row for row in rows if not row.inert]
-    pushing = [row for row in active if row.effect_pct[m] * total > 0]
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """The two sides in words: two versions, or one version with one argument changed."""
+
+    before: str  # each side's name in tables: name@version (with the arguments set, if any)
+    after: str
+    words: str  # "from vllm@0.6.3 to vllm@0.10.2" | "on vllm@0.10.2 with max_num_seqs 256 -> 128"
+    title: str  # "vllm@0.6.3 -> vllm@0.10.2" | "vllm@0.10.2 with max_num_seqs 256 -> 128"
+
+
+def pair(before: str, after: str, rows: Sequence[AttributionRow], up: UpgradeConfig) -> Pair:
+    """Two versions by name; a what-if (the same version on both sides) by the settings its
+    arguments changed (upgrade.before_args / after_args), before -> after."""
+    if before != after:
+        return Pair(before, after, f"from {before} to {after}", f"{before} -> {after}")
+    set_before = {k for k, v in up.before_args.items() if v is not None}
+    asked = set_before | {k for k, v in up.after_args.items() if v is not None}
+    moved = [r for r in rows if r.setting in asked or r.field in asked] or list(rows[:3])
+    if not moved:
+        return Pair(before, after, f"between {before} and itself", f"{before} against itself")
+    change = ", ".join(f"{r.setting} {_short(r.before)} -> {_short(r.after)}" for r in moved)
+    b_set = ", ".join(f"{r.setting} {_short(r.before)}" for r in moved)
+    a_set = ", ".join(f"{r.setting} {_short(r.after)}" for r in moved)
+    b_name = f"{before} with {b_set}" if set_before else before
+    words = f"{before} with {change}"
+    return Pair(b_name, f"{after} with {a_set}", f"on {words}", words)
+
+
+def leaders(rows: Sequence[AttributionRow], m: str, total: float) -> list[AttributionRow]:
+    """The fewest settings (three at most) whose effects on m, each beyond the noise and in
+    the direction of the change, make up 70% of it (rows: largest effect first)."""
     top, share = [], 0.0
-    for row in pushing:  # sorted by size: the fewest that make up 70% of the change
+    for row in rows:
+        if row.inert or row.effect_pct[m] * total <= 0 or noise(row, m):
+            continue
         top.append(row)
         share += row.effect_pct[m]
         if share / total >= 0.7 or len(top) == 3:
             break
+    return top
+
+
+def noise(row: AttributionRow, m: str) -> bool:
+    """Whether a setting's effect on m is not distinguishable from noise (its 95% interval
+    includes zero)."""
+    return not row.inert and within_noise(row.effect_pct[m], row.ci_pct[m])
+
+
+def verdict(
+    r: Attribution,
+    before: Side,
+    after: Side,
+    rows: Sequence[AttributionRow],
+    sides: Pair,
+    alone: Side | None = None,
+) -> str:
+    """The headline metric's change, the fewest settings beyond the noise that make up 70% of
+    it and what offsets them, what the simulation shows moving (`alone`: the before version
+    with only the first of them changed), and which rule chose the headline."""
+    m = r.headline
+    title, _, _ = NAMES[m]
+    b, a = before.metrics[m], after.metrics[m]
+    total = r.change_pct[m]
+    if not rows:
+        return f"No setting differs {sides.words}: the two runs are the same ({title} {fmt(m, b)})."
+    why = headline_words(r)
+    if abs(total) < 0.05:
+        return f"{title} is unchanged {sides.words} ({fmt(m, b)}). {why}"
+    word = "rose" if total > 0 else "fell"
+    lead = f"{title} {word} {abs(total):.1f}% ({fmt(m, b)} -> {fmt(m, a)}) {sides.words}"
+    if within_noise(total, r.change_ci_pct[m]):
+        lead += f", not distinguishable from noise (± {r.change_ci_pct[m]:.1f} points)"
+    top = leaders(rows, m, total)
     if not top:
-        return lead + ": no single setting accounts for it; it comes from their interaction."
-
-    def named(row: AttributionRow) -> str:
-        return (
-            f"{row.setting} ({_short(row.before)} -> {_short(row.after)}, "
-            f"{row.category}: {row.effect_pct[m]:+.1f} ± {row.ci_pct[m]:.1f} points)"
-        )
-
-    text = f"{lead}: {_join([named(row) for row in top])}"
-    text += " accounts" if len(top) == 1 else " account"
-    text += f" for {share:+.1f} of the {total:+.1f} points"
-    against = [row for row in active if row.effect_pct[m] * total < 0]
-    if share / total > 1.1 and against:
-        offsets = [f"{row.setting} ({row.effect_pct[m]:+.1f})" for row in against[:2]]
-        text += f", partly offset by {_join(offsets)}"
-    idx = [i for i, c in enumerate(changes) if c.setting == top[0].setting]
-    how = mechanism(before.sim, Figures.of(r.outcome(idx))) or mechanism(before.sim, after.sim)
+        pushing = [row for row in rows if not row.inert and row.effect_pct[m] * total > 0]
+        if pushing:
+            return f"{lead}: no setting's effect on it is distinguishable from noise. {why}"
+        return f"{lead}: no single setting accounts for it; it comes from their interaction. {why}"
+    text = f"{lead}: {_join([_named(row, m) for row in top])}"
+    text += (" accounts" if len(top) == 1 else " account") + _share(top, rows, m, total)
+    how = mechanism(before.sim, alone.sim) if alone is not None else []
     if how:
-        text += f"; the simulation shows {' and '.join(how[:2])}"
-    return text + "."
+        where = f"{before.engine} with only {top[0].setting} changed"
+    elif how := mechanism(before.sim, after.sim):
+        where = f"from {sides.before} to {sides.after} the simulation"
+    if how:
+        text += f"; {where} shows {' and '.join(how[:2])}"
+    return f"{text}. {why}"
+
+
+def _named(row: AttributionRow, m: str) -> str:
+    return (
+        f"{row.setting} ({_short(row.before)} -> {_short(row.after)}, "
+        f"{row.category}: {row.effect_pct[m]:+.1f} ± {row.ci_pct[m]:.1f} points)"
+    )
+
+
+def _share(top: list[AttributionRow], rows: Sequence[AttributionRow], m: str, total: float) -> str:
+    """What part of the change the leaders make up; when more than all of it, what offsets."""
+    share = sum(row.effect_pct[m] for row in top)
+    if round(abs(share), 1) <= round(abs(total), 1):  # as printed: never "+5.7 of the +5.6"
+        return f" for {share:+.1f} of the {total:+.1f}-point change"
+    text = (
+        f" for {share:+.1f} points, more than the whole {total:+.1f}-point change: other "
+        f"changes offset {round(total, 1) - round(share, 1):+.1f}"  # adds up as printed
+    )
+    against = [
+        row
+        for row in rows
+        if row.effect_pct[m] * total < 0 and abs(row.effect_pct[m]) >= 0.05 and not noise(row, m)
+    ]
+    if against:
+        text += f" ({_join([f'{row.setting} {row.effect_pct[m]:+.1f}' for row in against[:2]])})"
+    return text
+
+
+def headline_words(r: Attribution) -> str:
+    """Which metric leads the verdict, which rule chose it, and the worst other regression
+    beyond the noise, with the upgrade.headline that explains that one instead."""
+    m, rule = r.headline, r.headline_rule
+    if rule == NAMED:
+        return f"Headline: {NAMES[m][0]} (upgrade.headline={m})."
+    reason = {
+        MEASURED: "it regressed in the measured before/after",
+        THROUGHPUT: "it moved beyond the noise",
+        LARGEST: "no throughput moved beyond the noise; "
+        + ("it got worst" if adverse(m, r.change_pct[m]) > 0 else "it changed most"),
+    }[rule]
+    text = f"Headline: {NAMES[m][0]} ({reason}; set upgrade.headline to choose)."
+    skip = set(THROUGHPUTS) if m in THROUGHPUTS else {m}
+    beyond = {
+        k: v
+        for k, v in r.change_pct.items()
+        if k not in skip and not within_noise(v, r.change_ci_pct[k])
+    }
+    if other := regressed(beyond, FLOOR_PCT):
+        word = "fell" if other in THROUGHPUTS else "rose"
+        text += (
+            f" {NAMES[other][0]} {word} {abs(r.change_pct[other]):.1f}%: "
+            f"upgrade.headline={other} explains it."
+        )
+    return text
 
 
 def _short(value) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.report.console import ProgressBar
+from sim.report.console import ProgressBar, outputs_line
 from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.report import write_validation
 from sim.scenarios.validate.runs import run_all
@@ -38,7 +38,7 @@ class Validate:
             print(f"  {metric:<24} median |error| {med:6.1f}%   p90 {p90:6.1f}%")
         for cid, why in list(result.failed.items())[:5]:
             print(f"  failed {cid}: {why}")
-        print(f"Outputs: {out_dir}/ (summary.json, validation.csv, report.md)")
+        print(outputs_line(out_dir))
 
 
 def case_files(cfg: SimConfig) -> tuple[str, ...]:

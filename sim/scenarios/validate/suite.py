@@ -25,7 +25,8 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.paths import REPO_DIR, SHARED_DATA_DIR
+from sim.paths import REPO_DIR, SHARED_DATA_DIR, shared_data_missing
+from sim.report.console import outputs_line
 from sim.scenarios.validate.cases import Case, load_cases
 from sim.scenarios.validate.importers.command import write_cases
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
@@ -55,8 +56,12 @@ def build_cases(data: Path, out: Path, visible: Path = VISIBLE) -> tuple[list[Pa
     for need in (csv, lss):
         if not need.exists():
             raise UserError(
-                f"{need} does not exist: the validation suite replays the real runs in "
-                "../shared/data (give --data PATH where the shared data folder is elsewhere)"
+                f"{need} does not exist"
+                + (
+                    shared_data_missing(data, how="give --data PATH of your copy")
+                    or ": the validation suite replays the real runs in ../shared/data (give "
+                    "--data PATH where the shared data folder is elsewhere)"
+                )
             )
     notes = []
     files = []
@@ -160,7 +165,7 @@ def main(argv=None) -> int:
     write_validation(validation, out, preamble=text, extra=extra)
     print(f"{validation.num_cases} cases ({validation.num_failed} could not be simulated)")
     _print_targets(reached)
-    print(f"Outputs: {out}/ (report.md, summary.json, validation.csv, cases/)")
+    print(outputs_line(out))
     print(f"{(time.perf_counter() - t0) / 60:.1f} min")
     return 0
 

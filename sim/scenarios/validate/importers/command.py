@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from sim.errors import UserError
+from sim.paths import shared_data_missing
 from sim.scenarios.validate.importers.bench_json import bench_json
 from sim.scenarios.validate.importers.fields import relative_path
 from sim.scenarios.validate.importers.guidellm import guidellm
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def imported(args: argparse.Namespace, out: Path) -> tuple[list[dict], dict[str, int]]:
     """(cases, inputs skipped by reason) of the command's kind and inputs."""
+    for p in args.inputs:
+        if not Path(p).exists():
+            raise UserError(f"{p} does not exist{shared_data_missing(p)}")
     if args.kind == "silicon":
         cases, skipped = [], {}
         for p in args.inputs:

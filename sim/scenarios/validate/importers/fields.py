@@ -32,7 +32,7 @@ def count_or_one(value) -> int:
     """An optional count (a parallel size): 1 where missing, not a number or below 1."""
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond any float
         return 1
     return int(v) if math.isfinite(v) and v >= 1 else 1
 
