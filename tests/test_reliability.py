@@ -224,10 +224,11 @@ def test_interrupted_upgrade_diff_resumes_without_redoing_simulations(tmp_path, 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals")
 def test_ctrl_c_in_a_sweep_then_resume(tmp_path):
-    """SIGINT to a sweep in one process: the finished runs are kept, the rest rerun."""
+    """SIGINT to a sweep in one process (the basic launcher: joblib is the default for -m): the
+    finished runs are kept, the rest rerun."""
     sweep = tmp_path / "sweep"
     cmd = [
-        sys.executable, "-m", "sim", "-m", f"hydra.sweep.dir={sweep}",
+        sys.executable, "-m", "sim", "-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=basic",
         "workload.num_requests=3000", "output.report=false", "output.progress=false",
         "workload.rate=8,9,10,11",
     ]  # fmt: skip
