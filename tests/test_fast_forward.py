@@ -57,6 +57,16 @@ CASES = {
         "workload.rate=40",
     ],
     "orca": ["engine=orca"],
+    # bounded windows (gpt-oss: 128-token sliding layers beside full ones, vLLM >= 0.9.1): a
+    # request holds MemoryPlan.blocks_for(tokens) blocks, not one per block_size tokens
+    "vllm-v1-sliding-window": ["model=gpt-oss-20b"],
+    "vllm-v1-sliding-window-short-of-blocks": [
+        "model=gpt-oss-20b",
+        "engine_args.num_gpu_blocks_override=400",
+        "engine_args.max_model_len=8192",
+        "workload.rate=40",
+    ],
+    "vllm-v1-sliding-window-prefix-sharing": ["model=gpt-oss-20b", "scenario=prefix_sharing"],
 }
 
 

@@ -99,12 +99,12 @@ class KVCacheManager:
         blocks = self.req_blocks.setdefault(req.request_id, [])
         num_computed = req.num_computed_tokens + num_new_computed_tokens
         held = len(blocks) + len(new_computed_blocks)
-        num_new_blocks = self._blocks_for(num_computed + num_new_tokens) - held
+        num_new_blocks = self.blocks_for(num_computed + num_new_tokens) - held
         num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
         available = self.pool.num_free_blocks - num_evictable_hits
         needed = num_new_blocks
         if full_sequence_must_fit:
-            needed = max(needed, self._blocks_for(req.num_tokens) - held)
+            needed = max(needed, self.blocks_for(req.num_tokens) - held)
         below = self.lower_hits.pop(req.request_id, [])
         if num_new_computed_tokens != (len(new_computed_blocks) + len(below)) * self.block_size:
             below = []  # not the lookup these hits came from
@@ -149,7 +149,8 @@ class KVCacheManager:
             self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
         return True
 
-    def _blocks_for(self, num_tokens: int) -> int:
+    def blocks_for(self, num_tokens: int) -> int:
+        """Blocks one request of `num_tokens` holds (fewer with bounded windows)."""
         if self.windowed is None:
             return cdiv(num_tokens, self.block_size)
         return self.windowed.blocks_for(num_tokens)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from sim.engines.settings import EngineSettings
 from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
@@ -159,6 +161,15 @@ class MemoryPlan:
         if not freed:
             return blocks
         return -(-(num_tokens * self.kv_bytes_per_token - freed) // self.bytes_per_block)
+
+    def blocks_for_each(self, num_tokens: np.ndarray) -> np.ndarray:
+        """blocks_for of every entry of an integer array, by the same integer arithmetic."""
+        n = num_tokens.astype(np.int64)
+        freed = np.zeros_like(n)
+        for window, nbytes in self.windows:
+            freed += np.maximum(n - window, 0) * nbytes
+        bounded = -(-(n * self.kv_bytes_per_token - freed) // self.bytes_per_block)
+        return np.where(freed > 0, bounded, -(-n // self.block_size))
 
     def longest_sequence_tokens(self) -> int:
         """The longest sequence the pool holds alone (kv_capacity_tokens without bounded

@@ -78,14 +78,9 @@ class Engine:
         self.max_model_len = settings.max_model_len
         self.phases = phases
         # fast-forward replays one token a step: not with speculative decoding, nor when each
-        # step is handed to the phase log, nor with bounded windows (its block arithmetic is
-        # one block per block_size tokens)
+        # step is handed to the phase log
         self.fast_forward = (
-            fast_forward
-            and pp == 1
-            and not drafts_per_step(settings)
-            and phases is None
-            and not memory.windows
+            fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
         )
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
 

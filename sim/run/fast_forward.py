@@ -20,7 +20,9 @@ running requests' own progress. Two kinds of run are simulated in bulk:
     request tokens    a token when a request's computed tokens reach its known ones; its gap
                       is t_k minus its previous token's time
     blocks            the pool's own calls (a new block, a hash of a block just filled), made
-                      in step order and request order, as step by step makes them
+                      in step order and request order, as step by step makes them; a request
+                      holds KVCacheManager.blocks_for(its tokens) blocks (fewer than one per
+                      block_size tokens where a release bounds windowed layers)
 
 The bulk stops before the first step that would finish a request, lack blocks, start at or
 after `horizon`, or exceed MAX_RUN_STEPS; the step after it (when it starts before `horizon`)
@@ -143,6 +145,7 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
     left) new tokens; stops before a step that would finish a request or lack blocks."""
     sched, kv, cost = engine.scheduler, engine.kv, engine.cost
     block_size, caching = kv.block_size, kv.enable_caching
+    windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
     c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
     while run.steps < MAX_RUN_STEPS and not run.pure_decode():
@@ -168,9 +171,10 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
             end = c[i] + n
             if end == prompt[i] + out[i] and out[i] + 1 >= limit[i]:
                 return  # a finish: the step after the bulk
-            if end > held[i] * block_size or (caching and end // block_size > c[i] // block_size):
+            more = kv.blocks_for(end) - held[i] if windowed else cdiv(end, block_size) - held[i]
+            if more > 0 or (caching and end // block_size > c[i] // block_size):
                 calls.append((i, n, c[i], out[i]))
-                new_blocks += max(cdiv(end, block_size) - held[i], 0)
+                new_blocks += max(more, 0)
         if new_blocks > run.free:
             return  # a preemption: the step after the bulk
         num_decode = sum(1 for i, n in batch if n == 1 and out[i] > 0)  # as SchedulerBase._plan
@@ -178,7 +182,7 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
         end_s = start + step.total_s
         for call in calls:
             i, n = call[0], call[1]
-            held[i] = max(held[i], cdiv(c[i] + n, block_size))
+            held[i] = max(held[i], kv.blocks_for(c[i] + n))
         run.calls.extend(calls)
         run.free -= new_blocks
         run.used += new_blocks
@@ -217,7 +221,10 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
     if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
         steps = min(steps, int((horizon - now) / engine.cost.decode_step(c)[2]) + 2)
     kv = engine.kv
-    calls, new_per_step = _block_calls(c, held, kv.block_size, steps, kv.enable_caching)
+    if kv.windowed is None:
+        calls, new_per_step = _block_calls(c, held, kv.block_size, steps, kv.enable_caching)
+    else:
+        calls, new_per_step = _window_block_calls(c, held, kv, steps)
     taken = 0
     for k in range(1, steps + 1):  # no step may need more blocks than are free
         taken += new_per_step[k]
@@ -258,10 +265,9 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
         later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
         run.gap_pairs.append((np.array(later), measured))
     end = ends[steps]
-    block_size = kv.block_size
     run.computed = c = [x + steps for x in c]
     run.outputs = [x + steps for x in out]
-    run.held = [max(h, -(-x // block_size)) for h, x in zip(held, c, strict=True)]
+    run.held = [max(h, kv.blocks_for(x)) for h, x in zip(held, c, strict=True)]
     run.last_s = [end] * batch
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
@@ -326,6 +332,25 @@ def _block_calls(computed, held, block_size: int, steps: int, caching: bool):
                 codes.append(k * batch + i)
                 k += block_size
     return sorted(set(codes)), new_per_step
+
+
+def _window_block_calls(computed, held, kv: KVCacheManager, steps: int):
+    """_block_calls where bounded windows make a request hold kv.blocks_for(tokens) blocks,
+    which grows by at most one block a token and never shrinks: step k (1-based) takes the
+    blocks a request's c + k tokens need beyond those it holds. The codes may include steps
+    that change nothing (a block filled whose hash the window leaves out): the pool call
+    there does nothing, as step by step."""
+    batch = len(computed)
+    block_size = kv.block_size
+    ends = np.asarray(computed, dtype=np.int64)[None, :] + np.arange(1, steps + 1)[:, None]
+    need = np.maximum(kv.windowed.blocks_for_each(ends), np.asarray(held)[None, :])
+    new = np.diff(need, axis=0, prepend=np.asarray(held)[None, :])
+    touched = new > 0
+    if kv.enable_caching:  # the steps that fill a block
+        touched |= ends % block_size == 0
+    k, i = np.nonzero(touched)  # row-major: ascending step, then request
+    new_per_step = [0, *new.sum(axis=1).tolist()]
+    return ((k + 1) * batch + i).tolist(), new_per_step
 
 
 def _apply(engine: Engine, run: _Run) -> None:
