@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.paths import SCENARIO_DIR
+from sim.specs.names import did_you_mean
 
 GROUPS = ("scenario", "workload")
 # Hydra's own flags that take a value (the value is not an override).
@@ -123,8 +124,7 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
         if key in GROUPS:
             for value in values:
                 if value not in group_options(key):
-                    close = difflib.get_close_matches(value, group_options(key), n=1)
-                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    hint = did_you_mean(value, group_options(key))
                     raise UserError(
                         f"{key}={value!r} is not a {key}{hint}; choose one of: "
                         f"{', '.join(group_options(key))} (python -m sim --list {key}s)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from sim.cli import check_overrides
@@ -91,6 +92,17 @@ def test_after_the_hybrid_allocator_chunked_layers_hold_their_window():
     assert plan.longest_sequence_tokens() > plan.kv_capacity_tokens
     record = plan.record()
     assert record["windows"] == [[8192, window_bytes]] and "PR #19351" in record["window_rule"]
+
+
+@pytest.mark.parametrize("engine", ["vllm@0.8.3", "vllm@0.14.0"])
+def test_the_array_count_of_blocks_is_the_scalar_one(engine):
+    """MemoryPlan.blocks_for_each (fast-forward's decode runs) agrees with blocks_for (the
+    block pool's) token by token, about the window and far beyond it, and never decreases."""
+    plan = plan_at(engine)
+    tokens = np.concatenate([np.arange(1, 20_000), np.arange(M - 5_000, M + 5_000)])
+    each = plan.blocks_for_each(tokens)
+    assert each.tolist() == [plan.blocks_for(int(n)) for n in tokens]
+    assert (np.diff(each[: 20_000 - 1]) >= 0).all() and (np.diff(each[20_000 - 1 :]) >= 0).all()
 
 
 def test_full_attention_plans_record_no_window_keys():

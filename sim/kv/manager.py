@@ -135,7 +135,7 @@ class KVCacheManager:
         if self.lower_hits:  # as the full path: a stale lookup is dropped
             self.lower_hits.pop(req.request_id, None)
         end = req.num_computed_tokens + num_new_tokens
-        if self.windowed is None:
+        if self.windowed is None:  # blocks_for, inlined: once per running request per step
             num_new_blocks = -(-end // self.block_size) - len(blocks)
         else:
             num_new_blocks = self.windowed.blocks_for(end) - len(blocks)
