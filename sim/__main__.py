@@ -3,8 +3,9 @@ run dir.
 
 Hydra composes scenarios/; `hydra.run.dir=DIR` chooses where everything goes; `-m` sweeps (on
 every core: scenarios/config.yaml makes joblib the launcher). Every run's config is checked
-before Hydra starts (sim/cli.py, then the scenario's own check): a wrong key, a bad value or a
-model that does not fit prints one line and exits 2; --debug (or SIM_DEBUG=1) shows the
+before its run dir is made (sim/cli.py, then the scenario's own check; a sweep's points before
+Hydra starts, a single run's as Hydra composes it): a wrong key, a bad value or a model that
+does not fit prints one line and exits 2; --debug (or SIM_DEBUG=1) shows the
 traceback instead. sim/scenarios/runner.py runs the task. A run dir holds a file INCOMPLETE
 while its task runs, and keeps it if the task did not finish (Ctrl-C exits 130). `--help`,
 `--version` and `--list` answer before any of that (sim/scenarios/listing.py lists).
@@ -15,13 +16,16 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
 from hydra.plugins.sweeper import Sweeper
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv
+from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv, to_sim_config
 from sim.errors import UserError
 from sim.paths import REPO_DIR, SCENARIO_DIR
 from sim.specs.model_config import catalogue_name
@@ -93,7 +97,10 @@ def main() -> None:
     from sim.scenarios.runner import check
 
     overrides, multirun = split_argv(sys.argv[1:])
-    if not INFORMATIONAL & set(sys.argv[1:]):
+    restore = None
+    if not any(arg.startswith("-") for arg in sys.argv[1:]):  # one run, overrides only
+        restore = _check_as_composed(overrides, check)
+    elif not INFORMATIONAL & set(sys.argv[1:]):
         try:
             configs = check_overrides(overrides, multirun)
             for cfg in configs:
@@ -109,7 +116,56 @@ def main() -> None:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
             Sweeper.validate_batch_is_legal = _checked_already
-    _hydra_entry()
+    try:
+        _hydra_entry()
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _check_as_composed(task_overrides: list[str], check) -> Callable[[], None]:
+    """A single run's config is composed once: as Hydra composes it to run the task, checked
+    there (to_sim_config, then the task's own check) before Hydra creates the run dir. Hydra
+    would otherwise compose it three times (sim/cli.py's check, Hydra's get_mode, its run), a
+    third of a second each. A composition that fails (a wrong key or group) is given to
+    check_overrides, which names what is wrong in one line, as for a sweep. Returns what puts
+    Hydra back as it was (for a caller that goes on in this process: the tests)."""
+    from hydra._internal.hydra import Hydra  # start-up time: only for a single run
+
+    compose, get_mode = Hydra.compose_config, Hydra.get_mode
+    checked = False
+
+    def compose_config(self, *args, **kwargs):
+        nonlocal checked
+        cfg_mode = kwargs.get("run_mode", args[2] if len(args) > 2 else None)
+        if checked or cfg_mode != RunMode.RUN:
+            return compose(self, *args, **kwargs)
+        checked = True
+        try:
+            try:
+                cfg = compose(self, *args, **kwargs)
+            except Exception:  # Hydra's several lines: check_overrides says it in one
+                GlobalHydra.instance().clear()  # check_overrides composes on its own
+                check_overrides(task_overrides)
+                raise  # nothing found: Hydra's own report (run_and_report)
+            sim_cfg = to_sim_config(cfg, task_overrides)
+            check(sim_cfg)
+        except UserError as exc:
+            if _debug():
+                raise
+            fail(str(exc))
+        _say_models([sim_cfg])
+        return cfg
+
+    # get_mode composes the config only to read hydra.mode, which no scenario sets (tests/
+    # test_cli.py): None is what it answers then, and Hydra runs the task once
+    Hydra.get_mode = lambda self, config_name, overrides: None
+    Hydra.compose_config = compose_config
+
+    def restore() -> None:
+        Hydra.compose_config, Hydra.get_mode = compose, get_mode
+
+    return restore
 
 
 def _answered(argv: list[str]) -> bool:

@@ -15,11 +15,11 @@ from sim.paths import REPO_DIR
 from tests.conftest import RUN_FILES
 
 
-def sim(*args, cwd, module: str = "sim"):
+def sim(*args, cwd, module: str | None = "sim"):
     env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
     env.pop("SIM_DEBUG", None)
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *(["-m", module] if module else []), *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -175,3 +175,52 @@ def test_hydras_second_pass_is_skipped_only_for_sweeps_checked_here(monkeypatch)
     entry._checked_already(BasicSweeper(), [["a=1"]])
     entry._checked_already(OptunaSweeper(), [["a=2"]])
     assert calls == [[["a=2"]]]
+
+
+def test_no_scenario_sets_hydra_mode():
+    """A single run skips Hydra's get_mode (sim/__main__.py), which composes the config only
+    to read hydra.mode: that holds while no scenario sets it."""
+    from hydra import compose, initialize_config_dir
+
+    from sim.cli import group_options
+    from sim.paths import SCENARIO_DIR
+
+    with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
+        for scenario in group_options("scenario"):
+            cfg = compose("config", [f"scenario={scenario}"], return_hydra_config=True)
+            assert cfg.hydra.mode is None, scenario
+
+
+COUNT_COMPOSES = """
+import sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.hydra import Hydra
+import sim.__main__ as entry
+
+calls = []
+load = ConfigLoaderImpl.load_configuration
+def counted(self, *args, **kwargs):
+    calls.append(1)
+    return load(self, *args, **kwargs)
+ConfigLoaderImpl.load_configuration = counted
+compose = Hydra.compose_config
+sys.argv = ["sim", *sys.argv[1:]]
+entry.main()
+print("composed", len(calls), "restored", Hydra.compose_config is compose)
+"""
+
+
+def test_a_single_run_composes_its_config_once(tmp_path):
+    out = tmp_path / "run"
+    r = sim(
+        "-c",
+        COUNT_COMPOSES,
+        f"hydra.run.dir={out}",
+        "workload.num_requests=20",
+        "output.report=false",
+        cwd=tmp_path,
+        module=None,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "composed 1 restored True" in r.stdout
+    assert (out / "summary.json").is_file() and (out / ".hydra" / "config.yaml").is_file()

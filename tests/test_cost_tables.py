@@ -55,8 +55,64 @@ def test_context_table_is_the_function_it_tabulates():
     table = ContextTable(per_sequence)
     contexts = np.array([[0, 5, PAGE_TOKENS + 3], [DENSE_TOKENS + 7, 3 * DENSE_TOKENS, 17]])
     assert np.array_equal(table(contexts), np.sqrt(contexts + 1.0) * 1e-6)
-    assert set(calls) == {PAGE_TOKENS}  # every value computed in a page of fixed size
+    assert all(n % PAGE_TOKENS == 0 for n in calls)  # every value computed in whole pages
+    assert calls[0] == 2 * PAGE_TOKENS  # the dense part's two pages in one call
     before = len(calls)
     table(contexts)
     assert len(calls) == before  # and only once
     assert table(np.zeros((0, 3), dtype=np.int64)).shape == (0, 3)
+
+
+def _bits(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).view(np.int64)
+
+
+def test_pages_priced_together_have_the_bits_of_pages_alone(models):
+    """ContextTable prices as many pages as it grows by in one call: each context's value must
+    be what a call of its page alone gives (sliding windows included: gemma-3's keys stop
+    growing at its window, where a page's keys column becomes constant)."""
+    for cost in models:
+        for index in range(len(cost.attention.layers)):
+            for num_seqs, mixed in ((1, False), (37, False), (200, True)):
+                table = cost.attention._table(index, num_seqs, mixed)
+                for start, count in ((0, 3), (1, 6), (4, 2)):
+                    together = table._page(start, count)
+                    alone = np.concatenate([table._page(p) for p in range(start, start + count)])
+                    assert np.array_equal(_bits(together), _bits(alone))
+
+
+@pytest.fixture(scope="module")
+def token_models():
+    out = []
+    for mapping in (
+        {"model": "llama-3.1-8b"},
+        {"model": "llama-3.1-70b", "parallel": {"tp": 4}},
+        {"model": "qwen3-30b-a3b", "parallel": {"tp": 2, "ep": 2}},
+        {"model": "qwen3-30b-a3b", "parallel": {"tp": 2, "dp": 2, "ep": 4}},
+        {"model": "gpt-oss-20b"},
+    ):
+        out.append(Setup.from_config(SimConfig.from_mapping(mapping)).cost_model())
+    return out
+
+
+def test_token_counts_priced_a_page_at_a_time_have_the_bits_of_one_count(token_models):
+    """The GEMM, MoE, elementwise and all-reduce costs of a step are memoised a page of token
+    counts at a time (CostModel._price_token_page): each count's costs must be those of
+    pricing that count alone, bit for bit (dense, TP, MoE with expert parallelism over TP and
+    over data-parallel ranks, windowed layers)."""
+    counts = np.array([1, 2, 7, 255, 256, 257, 1000, 4095, 8192, 20_000, 131_072])
+    for cost in token_models:
+        together = cost._per_token_count(counts)
+        for i, t in enumerate(counts.tolist()):
+            alone = cost._per_token_count(np.array([t]))
+            for column, single in zip(together, alone, strict=True):
+                assert _bits(column[i]) == _bits(single[0]), (cost.model.name, t)
+
+
+def test_token_cost_memo_fills_whole_pages():
+    cost = Setup.from_config(SimConfig.from_mapping({"model": "llama-3.1-8b"})).cost_model()
+    cost._memo.clear()
+    cost._token_costs(300, 4)
+    assert set(cost._memo) == set(range(256, 512))
+    cost._token_costs(3, 4)
+    assert set(cost._memo) == set(range(1, 512))  # a page from 0 leaves out 0, not asked

@@ -284,19 +284,30 @@ class CostModel:
     def _token_costs(self, t: int, batch: int) -> tuple[float, float, float, float, float]:
         """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs
         t tokens for `batch` sequences: the LM head depends on the batch alone, the rest on t
-        alone, so both are memoised."""
+        alone, so both are memoised (the token counts a page at a time, _price_token_page)."""
         if not self._priced_once:  # this pricer's own record of the tables it priced with
             # (summary priced_with), in the order a fresh memo would have made it
             self._priced_once = True
-            self._memo[t] = self._per_token_count(t)
+            self._price_token_page(t)
             self._lm_head[batch] = self.lm_head_s(batch)
-        if t not in self._memo:
-            self._memo[t] = self._per_token_count(t)
-        linear, moe, elementwise, allreduce = self._memo[t]
+        costs = self._memo.get(t)
+        if costs is None:
+            self._price_token_page(t)
+            costs = self._memo[t]
+        linear, moe, elementwise, allreduce = costs
         lm_head = self._lm_head.get(batch)
         if lm_head is None:
             lm_head = self._lm_head[batch] = self.lm_head_s(batch)
         return linear, moe, elementwise, lm_head, allreduce
+
+    def _price_token_page(self, t: int) -> None:
+        """Memoise _per_token_count for the TOKEN_PAGE token counts around t, priced in one
+        call: a page costs little more than one count, and every count gets the same bits
+        as alone (elementwise operations; tests/test_cost_model.py checks count by count)."""
+        lo = t - t % TOKEN_PAGE
+        counts = np.arange(max(lo, min(t, 1)), lo + TOKEN_PAGE, dtype=np.int64)  # 0 if asked
+        columns = zip(*(c.tolist() for c in self._per_token_count(counts)), strict=True)
+        self._memo.update(zip(counts.tolist(), columns, strict=True))
 
     def lm_head_s(self, batch: int) -> float:
         vocab, h = self.model.vocab_size, self.model.hidden_size
@@ -306,14 +317,19 @@ class CostModel:
         lm_head += logits_gather_s(self.pricer, batch, vocab, self.tp)  # vocab split over TP
         return lm_head + float(self.pricer.elementwise_s(max(batch, 1) * vocab * 4 * 3, "sampler"))
 
-    def _per_token_count(self, t: int) -> tuple[float, float, float, float]:
-        """(GEMMs, MoE, elementwise, all-reduce) seconds of a step of t tokens."""
+    def _per_token_count(self, t: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(GEMMs, MoE, elementwise, all-reduce) seconds of a step of t tokens, for each count
+        of the int64 array t: the sums of pricing one count alone, in the same order."""
         m, pr, tp, h = self.model, self.pricer, self.tp, self.model.hidden_size
-        linear = moe = elementwise = 0.0
+        zeros = np.zeros(len(t))
+        linear, moe, elementwise = zeros, zeros, zeros
         for term in self.terms:
-            linear += term.count * float(
-                pr.gemm_s(t, term.gemm_n, term.gemm_k, self.dense_dtype).sum()
-            )
+            g = len(term.gemm_n)  # the term's GEMMs, side by side for every count
+            gemms = pr.gemm_s(
+                np.repeat(t, g), np.tile(term.gemm_n, len(t)), np.tile(term.gemm_k, len(t)),
+                self.dense_dtype,
+            )  # fmt: skip
+            linear = linear + term.count * gemms.reshape(len(t), g).sum(axis=1)
             if term.layer.moe:
                 e = m.moe
                 if self.ep > tp:  # experts over every data-parallel rank's GPUs: ranks in
@@ -325,23 +341,21 @@ class CostModel:
                 else:  # a 1/tp slice of every expert
                     args = (t, h, e.expert_intermediate_size / tp, e.num_experts)
                 tokens, hidden, inter, experts = args
-                moe += term.count * float(
-                    pr.moe_s(
-                        tokens, hidden, inter, e.experts_per_token, experts, self.expert_dtype
-                    ).sum()
+                moe = moe + term.count * pr.moe_s(
+                    tokens, hidden, inter, e.experts_per_token, experts, self.expert_dtype
                 )
             for kind, per_token in term.elementwise:
                 if per_token:
-                    elementwise += term.count * float(pr.elementwise_s(t * per_token, kind))
-        elementwise += float(pr.elementwise_s(t * 2 * h * ACT_BYTES, "embedding"))
-        allreduce = 0.0
+                    elementwise = elementwise + term.count * pr.elementwise_s(t * per_token, kind)
+        elementwise = elementwise + pr.elementwise_s(t * 2 * h * ACT_BYTES, "embedding")
+        allreduce = zeros
         if tp > 1:
-            allreduce = 2 * m.num_layers * float(pr.allreduce_s(t * h * ACT_BYTES, tp))
+            allreduce = 2 * m.num_layers * pr.allreduce_s(t * h * ACT_BYTES, tp)
         if self.ep > tp:  # dispatch and combine: all-gather and reduce-scatter of every rank's
             # hidden states, the traffic of one all-reduce of them, per MoE layer
             moe_layers = sum(term.count for term in self.terms if term.layer.moe)
             ranks = self.ep // tp
-            allreduce += moe_layers * float(pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep))
+            allreduce = allreduce + moe_layers * pr.allreduce_s(t * ranks * h * ACT_BYTES, self.ep)
         return linear, moe, elementwise, allreduce
 
     def cost(
@@ -417,6 +431,7 @@ class CostModel:
         return self.step_cost(plan).total_s
 
 
+TOKEN_PAGE = 256  # token counts priced together (_price_token_page)
 # _per_token_count and lm_head_s depend on the pricer (its fingerprint), the model, tp, ep and
 # the weight formats alone: cost models that share them share the memos (no bit changes)
 TOKEN_MEMOS_MAX = 64  # kept; beyond, the oldest are forgotten (not a live cost model's own)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from sim.report.figures import md_table, plt, save_png
 from sim.report.html import write_report
-from sim.report.run_report import plot_latency_cdfs
+from sim.report.run_plots import plot_latency_cdfs
 from sim.run.disagg_driver import TTFT_PARTS as PARTS
 
 PART_LABELS = {

@@ -13,6 +13,7 @@ logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from sim.report.html import md_table  # noqa: E402  (re-exported: reports import it here)
 from sim.run.outputs import atomic_write  # noqa: E402
 
 PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
@@ -25,12 +26,6 @@ def save_png(fig, path: Path, dpi: int = 110) -> str:
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, metadata=PNG_META))
     plt.close(fig)
     return path.name
-
-
-def md_table(rows: list[tuple], header: tuple) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def plain_formatter() -> FuncFormatter:

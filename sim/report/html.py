@@ -66,3 +66,9 @@ def write_report(out_dir: Path, text: str, title: str | None = None) -> Path:
     path = write_text(out_dir / "report.md", text)
     write_text(out_dir / "report.html", render_html(text, out_dir, title))
     return path
+
+
+def md_table(rows: list[tuple], header: tuple) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, print_brief, print_summary
-from sim.report.disagg_run import write_run_report
-from sim.report.run_report import write_report
-from sim.report.timeline import plot_timeline, trace_events, write_trace
+from sim.report.plot_workers import PlotWorkers
+from sim.report.run_report import draw_plots, write_report
 from sim.run.disagg import Pools
 from sim.run.disagg import check as check_disagg
 from sim.run.outputs import write_json, write_parquet, write_parquet_chunks
@@ -25,7 +24,13 @@ from sim.run.summary import RunResult
 
 
 class Simulate:
+    """The report's plotting modules (matplotlib) are imported only where a report is drawn,
+    and a single run's three figures are drawn by sim.report.plot_workers beside the run."""
+
     counts = "requests"
+
+    def __init__(self) -> None:
+        self._plots: PlotWorkers | None = None
 
     def check(self, cfg: SimConfig) -> None:
         if cfg.disagg.enabled:
@@ -35,10 +40,31 @@ class Simulate:
             Setup.from_config(cfg)
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> RunResult:
-        return simulate(cfg, progress=bar.update, run_dir=out_dir)
+        if cfg.output.report is True and not cfg.disagg.enabled:  # workers import matplotlib
+            self._plots = PlotWorkers.start()  # while this process simulates
+        try:
+            return simulate(cfg, progress=bar.update, run_dir=out_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._plots is not None:
+            self._plots.close()
+            self._plots = None
 
     def write(self, result: RunResult, out_dir: Path) -> None:
+        try:
+            self._write(result, out_dir)
+        finally:
+            self.close()
+
+    def _write(self, result: RunResult, out_dir: Path) -> None:
         cfg = result.setup.config
+        report = cfg.output.report is not False  # None (no runner to decide): a single run's
+        plots = None
+        if report and "disagg" not in result.summary:
+            plots = draw_plots(result, out_dir, self._plots)  # first: drawn beside the rest
         if result.streamed is None:
             write_parquet(out_dir / "requests.parquet", result.requests)
             write_parquet(out_dir / "steps.parquet", result.steps)
@@ -46,11 +72,12 @@ class Simulate:
             write_parquet_chunks(out_dir / "requests.parquet", result.requests)
         if result.phases is not None:
             write_trace_files(result, out_dir)
-        report = cfg.output.report is not False  # None (no runner to decide): a single run's
         if report and "disagg" in result.summary:
+            from sim.report.disagg_run import write_run_report  # matplotlib: only for a report
+
             write_run_report(result, out_dir)
         elif report:
-            write_report(result, out_dir)
+            write_report(result, out_dir, plots)
         write_json(out_dir / "summary.json", result.summary)
 
     def brief(self, result: RunResult, out_dir: Path, sweeping: bool) -> None:
@@ -62,6 +89,8 @@ class Simulate:
 
 def write_trace_files(result: RunResult, out_dir: Path) -> None:
     """trace=true: trace.json (Perfetto), timeline.png / .svg and phases.parquet."""
+    from sim.report.timeline import plot_timeline, trace_events, write_trace  # matplotlib
+
     s = result.summary
     write_parquet(out_dir / "phases.parquet", result.phases)
     about = {"backend": s["backend"], "model": s["model_id"], "workload": s["sim"]["workload"]}

@@ -1,0 +1,77 @@
+"""A single run's figures drawn in worker processes (sim/report/plot_workers.py): the same
+bytes as drawn here, a worker's error raised here, a dead worker's figure drawn here."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from sim.config import SimConfig
+from sim.report import plot_workers
+from sim.report.plot_workers import PlotWorkers
+from sim.report.run_report import draw_plots
+from sim.run.simulate import simulate
+
+FIGURES = ("latency_cdf.png", "throughput_kv.png", "batch_composition.png")
+
+
+@pytest.fixture(scope="module")
+def result():
+    cfg = SimConfig.from_mapping({"workload": {"num_requests": 80}})
+    return simulate(replace(cfg, output=replace(cfg.output, report=False)))
+
+
+def test_figures_drawn_by_workers_have_the_bytes_of_figures_drawn_here(result, tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    for pending in draw_plots(result, here):
+        pending.result()
+    with PlotWorkers(2) as workers:
+        names = [pending.result() for pending in draw_plots(result, there, workers)]
+    assert sorted(names) == sorted(FIGURES)
+    for name in FIGURES:
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+
+
+def test_a_workers_error_is_raised_here():
+    with PlotWorkers(1) as workers:
+        pending = workers.submit("math", "sqrt", "not a number")
+        ok = workers.submit("math", "hypot", 3.0, 4.0)
+        with pytest.raises(TypeError):
+            pending.result()
+        assert ok.result() == 5.0  # the worker goes on after a failed figure
+
+
+def test_a_dead_workers_figure_is_drawn_here(monkeypatch):
+    monkeypatch.setattr(plot_workers, "POLL_S", 0.05)
+    with PlotWorkers(2) as workers:
+        workers._procs[0].kill()
+        workers._procs[0].join()
+        first = workers.submit("math", "hypot", 6.0, 8.0)  # to the dead worker
+        second = workers.submit("math", "hypot", 5.0, 12.0)
+        assert first.result() == 10.0
+        assert second.result() == 13.0
+
+
+def test_no_workers_on_one_core(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert PlotWorkers.start() is None
+
+
+def _start_in_child(conn):
+    conn.send(PlotWorkers.start() is None)
+
+
+def test_no_workers_inside_a_worker_process():
+    """A sweep point runs in a pool's worker (joblib's, daemonic): no plot workers there."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    here, there = ctx.Pipe()
+    child = ctx.Process(target=_start_in_child, args=(there,), daemon=True)
+    child.start()
+    assert here.recv() is True
+    child.join()
