@@ -75,3 +75,14 @@ def test_no_workers_inside_a_worker_process():
     child.start()
     assert here.recv() is True
     child.join()
+
+
+def test_a_stalled_workers_figure_is_drawn_here(monkeypatch):
+    """A worker that never answers (stuck after fork, say) is stopped and the figure drawn here."""
+    monkeypatch.setattr(plot_workers, "POLL_S", 0.05)
+    monkeypatch.setattr(plot_workers, "STALL_S", 0.3)
+    with PlotWorkers(1) as workers:
+        workers.submit("time", "sleep", 60)  # holds the worker
+        behind = workers.submit("math", "hypot", 3.0, 4.0)
+        assert behind.result() == 5.0  # the worker stopped, the figure drawn here
+        assert not workers._procs[0].is_alive()

@@ -24,6 +24,8 @@ from typing import Any
 
 PLOT_MODULES = ("sim.report.run_plots",)  # what a worker imports while the run simulates
 POLL_S = 0.5  # how often a wait checks that the worker drawing the figure is still alive
+STALL_S = 300.0  # a worker silent this long is stopped and its figure drawn here (a figure
+# of a million-request run takes a few seconds; a worker stuck after fork would never answer)
 
 
 class Pending:
@@ -101,14 +103,22 @@ class PlotWorkers:
         return Pending(self, number, worker, job)
 
     def outcome(self, number: int, worker: int) -> tuple[bool, Any] | None:
-        """Job `number`'s (ok, value), waited for; None if its worker died first."""
+        """Job `number`'s (ok, value), waited for; None if its worker died first, or said
+        nothing for STALL_S (then it is stopped)."""
+        waited = 0.0
         while number not in self._arrived:
             try:
                 got, ok, value = self._outcomes.get(timeout=POLL_S)
             except queue.Empty:
-                if not self._procs[worker].is_alive():
+                waited += POLL_S
+                proc = self._procs[worker]
+                if waited >= STALL_S and proc.is_alive():
+                    proc.kill()
+                    proc.join()
+                if not proc.is_alive():
                     return None
                 continue
+            waited = 0.0
             self._arrived[got] = (ok, value)
         return self._arrived.pop(number)
 
