@@ -5,7 +5,7 @@ size), so the cost model looks each context up instead of pricing the batch afre
 value is computed once, in a call that prices whole pages of PAGE_TOKENS contexts (as many
 pages as the table grows by: one call costs ~0.3 ms however short, ~0.25 ms more per page).
 Pricing is elementwise, so a context's value does not depend on which batch asked first or
-on how many pages the call held (tests/test_cost_model.py checks it page by page, windowed
+on how many pages the call held (tests/test_cost_tables.py checks it page by page, windowed
 layers included): the same context always gives the same bits, whether a step is simulated
 alone or as part of a fast-forwarded run of steps.
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from sim.report.html import md_table
 from sim.report.html import write_report as write_md_html
 from sim.report.plot_workers import Pending, PlotWorkers, done
+from sim.run.overview import PLOTTED
 
 GIB = 2**30
 
@@ -15,6 +17,7 @@ def draw_plots(result, out_dir: Path, workers: PlotWorkers | None = None) -> lis
     """The report's three figures (sim/report/run_plots.py), drawn by `workers` while the
     caller goes on, or here, now, without them; write_report waits for them."""
     setup, view = result.setup, result.overview  # the steps as the plots read them
+    view = replace(view, sample=view.sample[PLOTTED])  # the columns they read (sent to workers)
     requests = result.requests[["status", "ttft_s", "tpot_s", "e2el_s"]]  # what the CDFs read
     jobs = [
         ("plot_latency_cdfs", requests, out_dir / CDF),
