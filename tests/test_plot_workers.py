@@ -28,7 +28,7 @@ def test_figures_drawn_by_workers_have_the_bytes_of_figures_drawn_here(result, t
     here.mkdir(), there.mkdir()
     for pending in draw_plots(result, here):
         pending.result()
-    with PlotWorkers(2) as workers:
+    with PlotWorkers(2, ("sim.report.run_plots",)) as workers:
         names = [pending.result() for pending in draw_plots(result, there, workers)]
     assert sorted(names) == sorted(FIGURES)
     for name in FIGURES:
@@ -58,11 +58,11 @@ def test_a_dead_workers_figure_is_drawn_here(monkeypatch):
 def test_no_workers_on_one_core(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert PlotWorkers.start() is None
+    assert PlotWorkers.start(("math",)) is None
 
 
 def _start_in_child(conn):
-    conn.send(PlotWorkers.start() is None)
+    conn.send(PlotWorkers.start(("math",)) is None)
 
 
 def test_no_workers_inside_a_worker_process():

@@ -303,7 +303,7 @@ class CostModel:
     def _price_token_page(self, t: int) -> None:
         """Memoise _per_token_count for the TOKEN_PAGE token counts around t, priced in one
         call: a page costs little more than one count, and every count gets the same bits
-        as alone (elementwise operations; tests/test_cost_model.py checks count by count)."""
+        as alone (elementwise operations; tests/test_cost_tables.py checks count by count)."""
         lo = t - t % TOKEN_PAGE
         counts = np.arange(max(lo, min(t, 1)), lo + TOKEN_PAGE, dtype=np.int64)  # 0 if asked
         columns = zip(*(c.tolist() for c in self._per_token_count(counts)), strict=True)

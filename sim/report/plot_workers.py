@@ -6,7 +6,7 @@ it simulates: each imports the plotting modules on a spare core while the simula
 then draws one figure while this process writes the run's other files. Every figure is drawn
 by the same function from the same data as in this process, so its PNG has the same bytes.
 
-    workers = PlotWorkers.start()          # None on one core or without fork: draw here
+    workers = PlotWorkers.start(("sim.report.run_plots",))  # None on one core: draw here
     pending = workers.submit("sim.report.run_plots", "plot_latency_cdfs", requests, path)
     pending.result()                       # the function's return value, or its exception
 
@@ -22,7 +22,6 @@ import queue
 from importlib import import_module
 from typing import Any
 
-PLOT_MODULES = ("sim.report.run_plots",)  # what a worker imports while the run simulates
 POLL_S = 0.5  # how often a wait checks that the worker drawing the figure is still alive
 STALL_S = 300.0  # a worker silent this long is stopped and its figure drawn here (a figure
 # of a million-request run takes a few seconds; a worker stuck after fork would never answer)
@@ -65,7 +64,8 @@ class PlotWorkers:
     go out through a queue per worker (sent by its feeder thread: submit does not wait for a
     busy worker), outcomes come back through one queue, each with its job's number."""
 
-    def __init__(self, count: int, modules: tuple[str, ...] = PLOT_MODULES):
+    def __init__(self, count: int, modules: tuple[str, ...] = ()):
+        """`modules`: what each worker imports before its first job (while the run simulates)."""
         ctx = mp.get_context("fork")
         self._outcomes = ctx.Queue()
         self._jobs = [ctx.Queue() for _ in range(count)]
@@ -79,7 +79,7 @@ class PlotWorkers:
         self._submitted = 0
 
     @classmethod
-    def start(cls, count: int = 2) -> PlotWorkers | None:
+    def start(cls, modules: tuple[str, ...], count: int = 2) -> PlotWorkers | None:
         """`count` workers, or None where they cannot help: one core, no fork, or in a worker
         process already (a sweep point's: its siblings use the cores; a daemonic one may not
         have children). The figures are drawn in this process then."""
@@ -91,7 +91,7 @@ class PlotWorkers:
             or mp.parent_process() is not None
         ):
             return None
-        return cls(count)
+        return cls(count, modules)
 
     def submit(self, module: str, name: str, *args) -> Pending:
         """Draw module.name(*args) in the next worker (round robin)."""

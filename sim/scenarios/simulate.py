@@ -14,7 +14,7 @@ from pathlib import Path
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, print_brief, print_summary
 from sim.report.plot_workers import PlotWorkers
-from sim.report.run_report import draw_plots, write_report
+from sim.report.run_report import PLOTS, draw_plots, write_report
 from sim.run.disagg import Pools
 from sim.run.disagg import check as check_disagg
 from sim.run.outputs import write_json, write_parquet, write_parquet_chunks
@@ -41,7 +41,7 @@ class Simulate:
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> RunResult:
         if cfg.output.report is True and not cfg.disagg.enabled:  # workers import matplotlib
-            self._plots = PlotWorkers.start()  # while this process simulates
+            self._plots = PlotWorkers.start((PLOTS,))  # while this process simulates
         try:
             return simulate(cfg, progress=bar.update, run_dir=out_dir)
         except BaseException:
