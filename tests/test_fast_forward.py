@@ -119,3 +119,39 @@ def test_both_ways_of_pricing_a_run_agree(small, tmp_path, monkeypatch):
     jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")
     for file in ("requests.parquet", "steps.parquet"):
         assert (step / file).read_bytes() == (jump / file).read_bytes(), file
+
+
+def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
+    """Open-loop traffic without a time limit: fast-forwarded runs carry on past the steps that
+    finish requests (fewer steps stepped alone), and the result is the same as step by step.
+    With a concurrency cap or a time limit a finish is an event, and runs stop before it."""
+    import sim.run.fast_forward as ff
+
+    finishes = []
+    finish = ff._Run.finish
+    monkeypatch.setattr(
+        ff._Run, "finish", lambda run, done: (finishes.append(len(done)), finish(run, done))[1]
+    )
+
+    def run(ff_on: bool, **workload):
+        cfg = SimConfig.from_mapping(
+            {
+                "cost_profile": "prior",
+                "fast_forward": ff_on,
+                "workload": {"num_requests": 80, "rate": 10.0, "input_len": 300} | workload,
+            }
+        )
+        setup = Setup.from_config(cfg)
+        log = StepLog()
+        engine = setup.engines(log)[0]
+        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
+        return outcome.records, log.frame(), engine
+
+    (ra, sa, _), (rb, sb, engine) = run(False), run(True)
+    assert engine.finish_inside_runs and sum(finishes) > 20
+    assert sa.equals(sb)
+    for field in ("finish_s", "first_token_s", "output_tokens", "status"):
+        assert getattr(ra, field).tobytes() == getattr(rb, field).tobytes(), field
+    finishes.clear()
+    _, _, capped = run(True, kind="closed_loop", concurrency=8)
+    assert not capped.finish_inside_runs and not finishes

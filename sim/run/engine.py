@@ -83,6 +83,10 @@ class Engine:
             fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
         )
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
+        # whether a run may go on past a finish: its driver sets it when a finish is no event
+        # to anyone else (no concurrency cap waits for it, no time limit can fall between the
+        # finish and the run's end); the scheduler has its say too (finish_inside_runs)
+        self.finish_inside_runs = False
 
     @property
     def has_work(self) -> bool:
@@ -139,12 +143,19 @@ class Engine:
         """Run one step from `now`, or, with fast-forward on, a run of decode-only steps that
         all start before `horizon` (the next event from outside this replica): (the steps'
         durations, the requests they finished). Both give the same results to the bit."""
-        if self.fast_forward:
-            run = fast_forward(self, now, horizon)
-            if run is not None:
-                return run
-        dt, finished = self.step(now)
-        return [dt], finished
+        if not self.fast_forward:
+            dt, finished = self.step(now)
+            return [dt], finished
+        run = fast_forward(self, now, horizon)
+        if run is not None:
+            return run
+        dt, finished = self.step(now)  # (an admission, say) and a run may follow it at once
+        if (finished and not self.finish_inside_runs) or now + dt >= horizon:
+            return [dt], finished
+        run = fast_forward(self, now + dt, horizon)
+        if run is None:
+            return [dt], finished
+        return [dt, *run[0]], finished + run[1]
 
     def step(self, now: float) -> tuple[float, list[Request]]:
         """Run one step starting at `now`: (its duration, the requests it finished)."""

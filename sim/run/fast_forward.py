@@ -24,10 +24,16 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                       holds KVCacheManager.blocks_for(its tokens) blocks (fewer than one per
                       block_size tokens where a release bounds windowed layers)
 
-The bulk stops before the first step that would finish a request, lack blocks, start at or
-after `horizon`, or exceed MAX_RUN_STEPS; the step after it (when it starts before `horizon`)
-is simulated normally, so a finish goes through the family's own bookkeeping. Every figure is
-the same float step-by-step simulation computes (tests/test_fast_forward.py).
+The bulk stops before the first step that would lack blocks, start at or after `horizon`, or
+exceed MAX_RUN_STEPS, and before the first that would finish a request unless a finish is no
+event to anyone: when the driver says so (no concurrency cap waits for the slot, no time
+limit; Engine.finish_inside_runs) and the family does (nothing waits for the slot or the
+blocks: Scheduler.finish_inside_runs, vLLM V1 and TensorRT-LLM), the bulk goes on past the
+step that finishes requests, without them: they are let go as update_from_output does (their
+blocks freed after that step's pool calls, in running order; the step's kv_used and
+num_running rows count them out), and the decode-only steps after it are priced as another
+stretch. The step after the bulk (when it starts before `horizon`) is simulated normally.
+Every figure is the same float step-by-step simulation computes (tests/test_fast_forward.py).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from sim.cost.step import CostModel
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.run.metrics import StepLog
 from sim.schedulers.base import Scheduler
-from sim.workload.request import Request
+from sim.workload.request import Request, Status
 
 
 class Engine(Protocol):
@@ -66,11 +72,16 @@ MAX_RUN_STEPS = 2048  # bounds the steps x batch matrices of one run
 
 
 class _Run:
-    """The planned bulk: per-request state as it evolves, and what each step records."""
+    """The planned bulk: per-request state as it evolves, and what each step records. Request
+    i is the i-th of the running list at the start; `alive` is the batch (indices, in running
+    order), which loses a request when it finishes (when the engine lets runs go on past
+    finishes: Engine.finish_inside_runs)."""
 
-    def __init__(self, engine: Engine, now: float):
-        self.running: list[Request] = engine.scheduler.running
+    def __init__(self, engine: Engine, now: float, finishes: bool):
+        self.running: list[Request] = list(engine.scheduler.running)
         r = self.running
+        self.alive = list(range(len(r)))
+        self.finishes = finishes
         self.computed = [q.num_computed_tokens for q in r]
         self.outputs = [q.num_output_tokens for q in r]
         self.prompts = [q.prompt_len for q in r]
@@ -78,34 +89,73 @@ class _Run:
         blocks = engine.kv.req_blocks
         self.held = [len(blocks[q.request_id]) for q in r]
         self.last_s = [q.last_token_s for q in r]
+        # requests not yet decoding one token a step (a prefill in progress): a decoding
+        # request stays so, a prefill joins it when it catches up (_chunk_steps)
+        self.prefilling = {
+            i
+            for i, q in enumerate(r)
+            if not q.num_output_tokens or q.num_tokens - q.num_computed_tokens != 1
+        }
         self.first_s: dict[int, float] = {}  # request index -> first token time, set here
-        self.calls: list[tuple[int, int, int, int]] = []  # pool calls: (i, n, computed, out)
+        # pool calls in step and request order: (i, n, computed, out) a grow by n tokens,
+        # (i, FINISH, 0, 0) request i finished (its blocks freed)
+        self.calls: list[tuple[int, int, int, int]] = []
         self.free = engine.kv.num_free_blocks
         self.used = engine.kv.num_used_blocks
+        self.unref: dict[int, int] = {}  # block id -> references dropped by finishes here
         self.ends = [now]
         self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
         self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
         self.gaps: list[float] = []  # single gaps
         self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
         self.measure_from = engine.scheduler.itl.measure_from
+        self.kv = engine.kv
 
     @property
     def steps(self) -> int:
         return len(self.ends) - 1
 
     def pure_decode(self) -> bool:
-        return all(
-            o >= 1 and p + o - c == 1
-            for c, o, p in zip(self.computed, self.outputs, self.prompts, strict=True)
-        )
+        return not self.prefilling
+
+    def finish(self, done: list[int]) -> None:
+        """Requests `done` (indices, in running order) emitted their last token in the step
+        just recorded: out of the batch, their blocks freed after that step (the step's
+        kv_used and num_running rows count them out, as update_from_output does)."""
+        kv, unref = self.kv, self.unref
+        freed = 0
+        for i in done:
+            self.calls.append((i, FINISH, 0, 0))
+            if not kv.enable_caching:  # no block is shared: all of them go free
+                freed += self.held[i]
+                continue
+            blocks = kv.req_blocks[self.running[i].request_id]
+            for block in blocks:  # shared prefix blocks go free with their last holder
+                drop = unref.get(block.block_id, 0) + 1
+                unref[block.block_id] = drop
+                if block.ref_cnt == drop:
+                    freed += 1
+            freed += self.held[i] - len(blocks)  # taken in this run: private
+        self.free += freed
+        self.used -= freed
+        gone = set(done)
+        self.alive = [i for i in self.alive if i not in gone]
+        col = self.columns
+        col["kv_used"][-1] = self.used
+        col["num_running"][-1] = len(self.alive)
 
 
-ROW_FIELDS = ("gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used")
+FINISH = -1  # the n of a finish in _Run.calls
+
+
+ROW_FIELDS = (
+    "gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used", "num_running",
+)  # fmt: skip
 
 
 def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list] | None:
     """Simulate a bulk of steps from `now` and the step after it: (their durations, the
-    requests that last step finished); None (nothing changed) when no bulk is possible."""
+    requests they finished); None (nothing changed) when no bulk is possible."""
     sched = engine.scheduler
     running = sched.running
     if not running or horizon <= now:
@@ -114,47 +164,49 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
     chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
     if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
-    if not chunked:  # a finish within MIN_DECODE_STEPS steps rules a decode-only run out
+    finishes = engine.finish_inside_runs and sched.finish_inside_runs()
+    if not (chunked or finishes):  # a finish within MIN_DECODE_STEPS rules a decode run out
         for r in running:
             if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
                 return None
-    run = _Run(engine, now)
+    run = _Run(engine, now, finishes)
     if not run.pure_decode():
         if not chunked:
             return None
         _chunk_steps(engine, run, horizon)
-        if run.pure_decode() and sched.decode_run():
+        if run.alive and run.pure_decode() and sched.decode_run():
             _decode_steps(engine, run, horizon, minimum=1)
     else:
-        _decode_steps(engine, run, horizon, minimum=MIN_DECODE_STEPS)
+        _decode_steps(engine, run, horizon, minimum=1 if finishes else MIN_DECODE_STEPS)
     if run.steps == 0:
         return None
-    _apply(engine, run)
+    finished = _apply(engine, run)
     engine.num_fast_forwarded_steps += run.steps
     durations = run.durations
     end = run.ends[-1]
     if end < horizon and engine.has_work:  # the step the bulk stopped before, as usual
-        dt, finished = engine.step(end)
-        return [*durations, dt], finished
-    return durations, []
+        dt, last = engine.step(end)
+        return [*durations, dt], finished + last
+    return durations, finished
 
 
 def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
     """vLLM V1 steps while a prefill is in progress, one at a time in plain Python: running
     requests in order, each min(its remaining tokens, long_prefill_token_threshold, the budget
-    left) new tokens; stops before a step that would finish a request or lack blocks."""
+    left) new tokens; stops before a step that would finish a request (unless the run goes on
+    past finishes) or lack blocks."""
     sched, kv, cost = engine.scheduler, engine.kv, engine.cost
     block_size, caching = kv.block_size, kv.enable_caching
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
     c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
-    while run.steps < MAX_RUN_STEPS and not run.pure_decode():
+    while run.steps < MAX_RUN_STEPS and run.alive and not run.pure_decode():
         start = run.ends[-1]
         if start >= horizon:
             return
         budget = sched.max_num_batched_tokens
         batch = []  # (i, n)
-        for i in range(len(c)):
+        for i in run.alive:
             n = prompt[i] + out[i] - c[i]
             if 0 < threshold < n:
                 n = threshold
@@ -166,11 +218,13 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
             budget -= n
             if budget == 0:
                 break
-        new_blocks, calls = 0, []
+        new_blocks, calls, done = 0, [], []
         for i, n in batch:
             end = c[i] + n
             if end == prompt[i] + out[i] and out[i] + 1 >= limit[i]:
-                return  # a finish: the step after the bulk
+                if not run.finishes:
+                    return  # a finish: the step after the bulk
+                done.append(i)
             more = kv.blocks_for(end) - held[i] if windowed else cdiv(end, block_size) - held[i]
             if more > 0 or (caching and end // block_size > c[i] // block_size):
                 calls.append((i, n, c[i], out[i]))
@@ -190,7 +244,8 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
         for i, n in batch:
             tokens += n
             c[i] += n
-            if c[i] == prompt[i] + out[i]:  # caught up: a token
+            if c[i] == prompt[i] + out[i]:  # caught up: a token (and from now on a decode)
+                run.prefilling.discard(i)
                 if out[i] == 0:
                     run.first_s[i] = end_s
                 elif run.running[i].request_id >= run.measure_from:
@@ -206,19 +261,38 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
         col["decode_tokens"].append(num_decode)
         col["batch_size"].append(len(batch))
         col["kv_used"].append(run.used)
+        col["num_running"].append(len(run.alive))
+        if done:
+            run.finish(done)
 
 
 def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> None:
-    """Decode-only steps, priced in one vectorised call (see the module docstring)."""
+    """Decode-only steps, priced in one vectorised call (see the module docstring); when the
+    run goes on past finishes, one such call per stretch between two steps that finish
+    requests."""
+    while run.alive:
+        to_finish = min(run.limits[i] - run.outputs[i] for i in run.alive)
+        steps = _decode_stretch(engine, run, horizon, minimum, to_finish)
+        if steps < to_finish:
+            return  # stopped before a finish, at the horizon, short of blocks or MAX_RUN_STEPS
+        run.finish([i for i in run.alive if run.outputs[i] == run.limits[i]])
+        minimum = 1
+
+
+def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_finish: int):
+    """Decode-only steps of the batch as it stands, up to the `to_finish`-th (the first to
+    finish a request; only when the run goes on past finishes, else the one before): the
+    number of steps taken."""
     now = run.ends[-1]
-    c, out, held = run.computed, run.outputs, run.held
-    steps = min(
-        min(limit - o for limit, o in zip(run.limits, out, strict=True)) - 1,  # no finish
-        MAX_RUN_STEPS - run.steps,
-    )
+    alive = run.alive
+    c = [run.computed[i] for i in alive]
+    out = [run.outputs[i] for i in alive]
+    held = [run.held[i] for i in alive]
+    steps = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
     if steps < minimum or now >= horizon:
-        return
-    if math.isfinite(horizon):  # later steps read more KV, so they take at least as long
+        return 0
+    if math.isfinite(horizon) and steps * (30 + len(c)) > PYTHON_ROWS:  # (priced in numpy:
+        # the rows in Python stop at the horizon) later steps read more KV, so take as long
         steps = min(steps, int((horizon - now) / engine.cost.decode_step(c)[2]) + 2)
     kv = engine.kv
     if kv.windowed is None:
@@ -232,31 +306,31 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
             steps = k - 1
             break
     if steps < minimum:
-        return
+        return 0
     gpu_s, cpu_s, total_s, ends = _price_rows(engine, c, steps, now, horizon)
     steps = len(total_s)
     if steps < minimum:
-        return
+        return 0
     batch = len(c)
     stop = (steps + 1) * batch
     for code in calls:
         if code >= stop:
             break
-        k, i = divmod(code, batch)
-        run.calls.append((i, 1, c[i] + k - 1, out[i] + k - 1))
-    used = run.used + np.cumsum(new_per_step[1 : steps + 1])
-    run.used = int(used[-1])
-    run.free -= int(sum(new_per_step[1 : steps + 1]))
+        k, j = divmod(code, batch)
+        run.calls.append((alive[j], 1, c[j] + k - 1, out[j] + k - 1))
+    used = list(itertools.accumulate(new_per_step[1 : steps + 1], initial=run.used))[1:]
+    run.free -= used[-1] - run.used
+    run.used = used[-1]
     first_end = ends[1]
     if run.measure_from == 0:  # every request measured
-        run.gaps.extend([first_end - last for last in run.last_s])
+        run.gaps.extend([first_end - run.last_s[i] for i in alive])
         measured = batch
     else:
-        ids = [q.request_id for q in run.running]
+        ids = [run.running[i].request_id for i in alive]
         run.gaps.extend(
             [
-                first_end - last
-                for last, r in zip(run.last_s, ids, strict=True)
+                first_end - run.last_s[i]
+                for i, r in zip(alive, ids, strict=True)
                 if r >= run.measure_from
             ]
         )
@@ -265,10 +339,12 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
         later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
         run.gap_pairs.append((np.array(later), measured))
     end = ends[steps]
-    run.computed = c = [x + steps for x in c]
-    run.outputs = [x + steps for x in out]
-    run.held = [max(h, kv.blocks_for(x)) for h, x in zip(held, c, strict=True)]
-    run.last_s = [end] * batch
+    for j, i in enumerate(alive):
+        x = c[j] + steps
+        run.computed[i] = x
+        run.outputs[i] = out[j] + steps
+        run.held[i] = max(held[j], kv.blocks_for(x))
+        run.last_s[i] = end
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
     col = run.columns
@@ -277,7 +353,9 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
     col["prefill_tokens"].extend([0] * steps)
     col["decode_tokens"].extend([batch] * steps)
     col["batch_size"].extend([batch] * steps)
-    col["kv_used"].extend(used.tolist())
+    col["kv_used"].extend(used)
+    col["num_running"].extend([batch] * steps)
+    return steps
 
 
 # Rows cost ~3 + 0.1 x batch µs each in plain Python and ~30 µs all together in numpy
@@ -353,23 +431,36 @@ def _window_block_calls(computed, held, kv: KVCacheManager, steps: int):
     return ((k + 1) * batch + i).tolist(), new_per_step
 
 
-def _apply(engine: Engine, run: _Run) -> None:
-    """Make the planned bulk happen: the pool calls in order, then every request's state, the
-    gaps between tokens, the step log's rows and the family's own per-step state."""
+def _apply(engine: Engine, run: _Run) -> list[Request]:
+    """Make the planned bulk happen: the pool calls and finishes in order, then every
+    request's state, the gaps between tokens, the step log's rows and the family's own
+    per-step state. Returns the requests that finished (in the order freed)."""
     sched, kv = engine.scheduler, engine.kv
     running = run.running
+    finished = []
     for i, n, computed, out in run.calls:
         req = running[i]
+        if n == FINISH:  # as update_from_output finishes a request
+            req.num_computed_tokens = run.computed[i]
+            req.num_output_tokens = run.outputs[i]
+            req.last_token_s = req.finish_s = run.last_s[i]
+            req.status = Status.FINISHED
+            kv.free(req, finished=True)
+            finished.append(req)
+            continue
         req.num_computed_tokens = computed
         req.num_output_tokens = out
         if not kv.grow(req, n):
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
-    for i, req in enumerate(running):
+    for i in run.alive:
+        req = running[i]
         req.num_computed_tokens = run.computed[i]
         req.num_output_tokens = run.outputs[i]
         req.last_token_s = run.last_s[i]
     for i, first_s in run.first_s.items():
         running[i].first_token_s = first_s
+    if finished:
+        sched.running[:] = [running[i] for i in run.alive]
     itl = sched.itl
     itl.add(run.gaps)
     for gaps, count in run.gap_pairs:
@@ -380,7 +471,7 @@ def _apply(engine: Engine, run: _Run) -> None:
         ends[:-1],
         [b - a for a, b in itertools.pairwise(ends)],
         run.columns,
-        len(running),
         len(sched.waiting),
     )
     sched.advance_decode_state(run.steps)
+    return finished

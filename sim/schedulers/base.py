@@ -94,6 +94,8 @@ class Scheduler(Protocol):
 
     def advance_decode_state(self, num_steps: int) -> None: ...
 
+    def finish_inside_runs(self) -> bool: ...
+
     def check_invariants(self) -> None: ...
 
 
@@ -318,6 +320,13 @@ class SchedulerBase:
 
     def advance_decode_state(self, num_steps: int) -> None:
         """Apply what `num_steps` such steps change in the family's own state."""
+
+    def finish_inside_runs(self) -> bool:
+        """Whether a fast-forwarded run may go on past a step that finishes requests: the
+        steps after it are the same run without them (nothing waits for the slot or the
+        blocks they free, and the family keeps no state of its own per finish). Families
+        that cannot say keep the default: never."""
+        return False
 
     def chunked_run(self) -> bool:
         """Whether nothing but the running requests' own progress decides the next steps

@@ -90,6 +90,10 @@ class TrtllmScheduler(SchedulerBase):
             return False  # a context that does not fit waits whole: not a replayable step
         return not self.waiting or len(self.running) >= self.max_num_seqs
 
+    def finish_inside_runs(self) -> bool:
+        # as vLLM V1: only the waiting queue could use the slot and blocks a finish frees
+        return not (self.waiting or self.ready) and self.sending is None
+
     def decode_run(self) -> bool:
         batch = len(self.running)
         if batch > self.max_num_batched_tokens:

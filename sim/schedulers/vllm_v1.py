@@ -75,6 +75,11 @@ class VllmV1Scheduler(SchedulerBase):
         # nothing can be admitted: no one waits, or no sequence slot is free
         return not (self.waiting or self.ready) or len(self.running) >= self.max_num_seqs
 
+    def finish_inside_runs(self) -> bool:
+        # a finish frees a sequence slot and blocks: only the waiting queue could use them,
+        # and a disaggregated prefill replica keeps a finished request's blocks to send them
+        return not (self.waiting or self.ready) and self.sending is None
+
     def decode_run(self) -> bool:
         batch = len(self.running)
         if batch > self.max_num_batched_tokens:
