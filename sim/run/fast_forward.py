@@ -93,8 +93,10 @@ class _Run:
         # request stays so, a prefill joins it when it catches up (_chunk_steps)
         self.prefilling = {
             i
-            for i, q in enumerate(r)
-            if not q.num_output_tokens or q.num_tokens - q.num_computed_tokens != 1
+            for i, (c, o, p) in enumerate(
+                zip(self.computed, self.outputs, self.prompts, strict=True)
+            )
+            if not o or p + o - c != 1
         }
         self.first_s: dict[int, float] = {}  # request index -> first token time, set here
         # pool calls in step and request order: (i, n, computed, out) a grow by n tokens,
@@ -285,9 +287,10 @@ def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_
     number of steps taken."""
     now = run.ends[-1]
     alive = run.alive
-    c = [run.computed[i] for i in alive]
-    out = [run.outputs[i] for i in alive]
-    held = [run.held[i] for i in alive]
+    whole = len(alive) == len(run.running)  # no finish yet: the run's own lists
+    c = run.computed if whole else [run.computed[i] for i in alive]
+    out = run.outputs if whole else [run.outputs[i] for i in alive]
+    held = run.held if whole else [run.held[i] for i in alive]
     steps = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
     if steps < minimum or now >= horizon:
         return 0
@@ -339,12 +342,18 @@ def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_
         later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
         run.gap_pairs.append((np.array(later), measured))
     end = ends[steps]
-    for j, i in enumerate(alive):
-        x = c[j] + steps
-        run.computed[i] = x
-        run.outputs[i] = out[j] + steps
-        run.held[i] = max(held[j], kv.blocks_for(x))
-        run.last_s[i] = end
+    if whole:
+        run.computed = c = [x + steps for x in c]
+        run.outputs = [x + steps for x in out]
+        run.held = [max(h, kv.blocks_for(x)) for h, x in zip(held, c, strict=True)]
+        run.last_s = [end] * batch
+    else:
+        for j, i in enumerate(alive):
+            x = c[j] + steps
+            run.computed[i] = x
+            run.outputs[i] = out[j] + steps
+            run.held[i] = max(held[j], kv.blocks_for(x))
+            run.last_s[i] = end
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
     col = run.columns
