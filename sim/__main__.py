@@ -112,6 +112,7 @@ def main() -> None:
         _say_models(configs)
         if multirun:
             _choose_launcher(overrides, configs)
+            _compose_points_from_templates()
         if multirun and len(configs) < MAX_SWEEP_CHECKS:  # every point checked here:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
@@ -166,6 +167,25 @@ def _check_as_composed(task_overrides: list[str], check) -> Callable[[], None]:
         Hydra.compose_config, Hydra.get_mode = compose, get_mode
 
     return restore
+
+
+def _compose_points_from_templates() -> None:
+    """A -m run's points composed from one composition per choice of groups (sim/scenarios/
+    sweep/compose.py: the same configs, without Hydra composing each point afresh)."""
+    from hydra._internal.hydra import Hydra  # start-up time: only for a sweep
+
+    from sim.scenarios.sweep.compose import install
+
+    multirun = Hydra.multirun
+    if getattr(multirun, "installs_sweep_loader", False):
+        return
+
+    def wrapped(self, *args, **kwargs):
+        install(self)
+        return multirun(self, *args, **kwargs)
+
+    wrapped.installs_sweep_loader = True
+    Hydra.multirun = wrapped
 
 
 def _answered(argv: list[str]) -> bool:
