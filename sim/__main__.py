@@ -174,7 +174,7 @@ def _compose_points_from_templates() -> None:
     sweep/compose.py: the same configs, without Hydra composing each point afresh)."""
     from hydra._internal.hydra import Hydra  # start-up time: only for a sweep
 
-    from sim.scenarios.sweep.compose import install
+    from sim.scenarios.sweep.compose import install  # start-up time, as above
 
     multirun = Hydra.multirun
     if getattr(multirun, "installs_sweep_loader", False):
