@@ -179,6 +179,7 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
         "requests": sim["requests"],
         "finished": sim["finished"],
         "fast_forwarded_steps": sim["fast_forwarded_steps"],
+        "sim_time_s": round(sim["sim_time_s"], 3),
     }
     if timers is not None:
         single, runs = timers["step"], timers["run"]
