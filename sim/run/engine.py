@@ -83,9 +83,10 @@ class Engine:
             fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
         )
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
-        # whether a run may go on past a finish: its driver sets it when a finish is no event
-        # to anyone else (no concurrency cap waits for it, no time limit can fall between the
-        # finish and the run's end); the scheduler has its say too (finish_inside_runs)
+        # whether a run may go on past a finish, and follow a step in the same call: its
+        # driver sets it when a finish is no event to anyone else (no concurrency cap waits
+        # for it, no time limit can fall between the finish and the run's end) and it does
+        # nothing between steps; the scheduler has its say too (finish_inside_runs)
         self.finish_inside_runs = False
 
     @property
@@ -150,7 +151,9 @@ class Engine:
         if run is not None:
             return run
         dt, finished = self.step(now)  # (an admission, say) and a run may follow it at once
-        if (finished and not self.finish_inside_runs) or now + dt >= horizon:
+        # where the driver does nothing between two steps but record finishes (not the
+        # disaggregated one: its decode replicas admit KV transfers after every step)
+        if not self.finish_inside_runs or now + dt >= horizon:
             return [dt], finished
         run = fast_forward(self, now + dt, horizon)
         if run is None:
