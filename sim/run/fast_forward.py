@@ -48,7 +48,7 @@ from sim.cost.step import CostModel
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.run.metrics import StepLog
 from sim.schedulers.base import Scheduler
-from sim.workload.request import Request, Status
+from sim.workload.request import Request
 
 
 class Engine(Protocol):
@@ -452,9 +452,8 @@ def _apply(engine: Engine, run: _Run) -> list[Request]:
         if n == FINISH:  # as update_from_output finishes a request
             req.num_computed_tokens = run.computed[i]
             req.num_output_tokens = run.outputs[i]
-            req.last_token_s = req.finish_s = run.last_s[i]
-            req.status = Status.FINISHED
-            kv.free(req, finished=True)
+            req.last_token_s = run.last_s[i]
+            sched.finish(req, run.last_s[i])
             finished.append(req)
             continue
         req.num_computed_tokens = computed

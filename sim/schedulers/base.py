@@ -96,6 +96,8 @@ class Scheduler(Protocol):
 
     def finish_inside_runs(self) -> bool: ...
 
+    def finish(self, req: Request, end_s: float) -> None: ...
+
     def check_invariants(self) -> None: ...
 
 
@@ -294,17 +296,23 @@ class SchedulerBase:
                 gaps.append(end_s - req.last_token_s)
             req.last_token_s = end_s
             if out >= req.max_output_len:
-                req.status = Status.FINISHED
-                req.finish_s = end_s
-                if self.sending is None:
-                    self.kv.free(req, finished=True)
-                else:  # freed once its KV has been sent
-                    self.sending[req.request_id] = req
+                self.finish(req, end_s)
                 finished.append(req)
         self.show_gaps(gaps)
         for req in finished:  # a few, out of a running list of hundreds
             self.running.remove(req)
         return finished
+
+    def finish(self, req: Request, end_s: float) -> None:
+        """`req` emitted its last token at `end_s`: finished, its blocks freed (a prefill
+        replica's kept until its KV is sent). The caller takes it out of the running list
+        (update_from_output here, fast_forward's runs past finishes)."""
+        req.status = Status.FINISHED
+        req.finish_s = end_s
+        if self.sending is None:
+            self.kv.free(req, finished=True)
+        else:  # freed once its KV has been sent
+            self.sending[req.request_id] = req
 
     def show_gaps(self, gaps: list[float]) -> None:
         """One step's inter-token gaps, as the client sees them (every step's tokens streamed

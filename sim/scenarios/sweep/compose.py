@@ -41,7 +41,7 @@ class SweepConfigLoader(ConfigLoaderImpl):
         parsed = parser.parse_overrides(list(sweep_overrides))
         groups = [o for o in parsed if _group(o)]
         plain = [o for o in parsed if not _group(o)]
-        if not all(_plain(o) for o in plain) or not all(_simple_group(o) for o in groups):
+        if not all(_plain(o) for o in plain) or not all(_simple(o) for o in groups):
             return super().load_sweep_config(master_config, sweep_overrides)
         hydra_overrides = OmegaConf.to_container(master_config.hydra.overrides.hydra)
         key = (
@@ -74,14 +74,15 @@ def _group(o: Override) -> bool:
     return o.key_or_group in GROUPS
 
 
-def _simple_group(o: Override) -> bool:
-    """A group chosen (`scenario=chunked_prefill`), nothing added, deleted or moved."""
+def _simple(o: Override) -> bool:
+    """A value set (`scenario=chunked_prefill`, `workload.rate=4`): nothing added, deleted,
+    moved to a package or swept."""
     return o.type is OverrideType.CHANGE and o.package is None and not o.is_sweep_override()
 
 
 def _plain(o: Override) -> bool:
     """A plain value for an existing key: what Hydra applies after merging the defaults."""
-    if o.is_hydra_override() or not _simple_group(o):
+    if o.is_hydra_override() or not _simple(o):
         return False
     value = o.value()
     return not isinstance(value, (list, dict)) and not (isinstance(value, str) and "${" in value)
