@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv, to_sim_config
 from sim.errors import UserError
 from sim.paths import REPO_DIR, SCENARIO_DIR
+from sim.scenarios import hydra_files
 from sim.specs.model_config import catalogue_name
 
 INFORMATIONAL = {"--hydra-help", "--info", "--cfg", "-c", "--shell-completion"}
@@ -94,7 +95,7 @@ def main() -> None:
         return
     # start-up time: the runner imports the simulator, pandas and matplotlib, which --help,
     # --version and --list do without
-    from sim.scenarios.runner import check
+    from sim.scenarios.runner import check, freeze_start_up
 
     overrides, multirun = split_argv(sys.argv[1:])
     restore = None
@@ -117,6 +118,8 @@ def main() -> None:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
             Sweeper.validate_batch_is_legal = _checked_already
+    hydra_files.install()
+    freeze_start_up()  # a sweep's own process too: its report, after the points, collects less
     try:
         _hydra_entry()
     finally:

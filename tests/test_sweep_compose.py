@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hydra import initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -49,7 +51,40 @@ def test_points_from_a_template_are_hydras_own(loader, monkeypatch):
     for a, b, c in zip(hydra_own, ours, ours_again, strict=True):
         assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b) == OmegaConf.to_yaml(c)
         assert OmegaConf.is_struct(a) == OmegaConf.is_struct(b)
+        assert OmegaConf.is_readonly(a.hydra) == OmegaConf.is_readonly(b.hydra)
+        assert OmegaConf.get_type(a.hydra.launcher) is OmegaConf.get_type(c.hydra.launcher)
         assert a.hydra.job.override_dirname == b.hydra.job.override_dirname
+
+
+def test_a_template_pickles_a_class_its_module_has_since_redefined(monkeypatch):
+    """Hydra re-executes plugin modules when it scans for them: a config may hold a class its
+    module no longer defines under that name. The template is pickled naming the class, and
+    loads as the class the module defines now (pickle itself refuses such a class)."""
+    import pickle
+    import types
+    from dataclasses import dataclass
+
+    module = types.ModuleType("sim_test_stale_plugin")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def define():
+        @dataclass
+        class LauncherConf:
+            n_jobs: int = 2
+
+        LauncherConf.__module__ = module.__name__
+        LauncherConf.__qualname__ = "LauncherConf"
+        module.LauncherConf = LauncherConf
+        return LauncherConf
+
+    stale = define()
+    cfg = OmegaConf.create({"launcher": OmegaConf.structured(stale), "x": 1})
+    fresh = define()
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(cfg)
+    loaded = pickle.loads(compose._dumps(cfg))
+    assert OmegaConf.get_type(loaded.launcher) is fresh
+    assert OmegaConf.to_yaml(loaded) == OmegaConf.to_yaml(cfg)
 
 
 def test_a_wrong_key_is_refused_as_hydra_refuses_it(loader, monkeypatch):

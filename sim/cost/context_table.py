@@ -15,6 +15,7 @@ alone or as part of a fast-forwarded run of steps.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 import numpy as np
@@ -27,7 +28,10 @@ class ContextTable:
     def __init__(self, per_sequence: Callable[[np.ndarray], np.ndarray]):
         self.per_sequence = per_sequence  # contexts (int64 array) -> seconds (float64 array)
         self.dense = np.zeros(0)
-        self.dense_list: list[float] = []  # the same values as Python floats, for row()
+        # the same values, for row() to read as Python floats: an array, not a list, so the
+        # garbage collector has nothing to visit in it (a list's every float would be visited
+        # by each full collection: a sweep worker's tables hold millions)
+        self.dense_list = array("d")
         self.pages: dict[int, np.ndarray] = {}
 
     def _page(self, index: int, count: int = 1) -> np.ndarray:
@@ -42,7 +46,7 @@ class ContextTable:
         need = top // PAGE_TOKENS + 1
         if need > have:
             self.dense = np.concatenate([self.dense, self._page(have, need - have)])
-            self.dense_list = self.dense.tolist()
+            self.dense_list = array("d", self.dense.tobytes())
 
     def row(self, contexts: list[int]) -> list[float]:
         """The same values for one list of contexts, as Python floats."""

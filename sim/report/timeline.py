@@ -68,6 +68,7 @@ def plot_timeline(runs: list[tuple[str, pd.DataFrame, pd.DataFrame, int]], path:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[p]) for p in PHASES]
     fig.legend(handles, PHASES, loc="lower center", ncol=len(PHASES), fontsize=8)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.set_layout_engine(None)  # the same bytes without a second draw per file (save_png)
     out = []
     for suffix, fmt in (("png", "png"), ("svg", "svg")):
         target = path.with_suffix(f".{suffix}")

@@ -5,6 +5,7 @@
     simulate.py      task=simulate (the default run, every sweep point)
     show_engine.py, kernel_check.py   small scenarios
     upgrade_diff/, long_context/, capacity/, disagg/, teach/, validate/   one package each
+    hydra_files.py   a run dir's .hydra/ files, written by libyaml (installed for every run)
     sweep/           a -m sweep's table and report (the Hydra callback)
     probes.py        what capacity and disagg share: seeded probes and their verdict
     listing.py       `python -m sim --list`: every catalogue (models, GPUs, engines, scenarios,
