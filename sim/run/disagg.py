@@ -103,7 +103,7 @@ def check(cfg: SimConfig) -> None:
 def simulate_disagg(
     cfg: SimConfig, progress=None, workload: Workload | None = None, pools: Pools | None = None
 ) -> RunResult:
-    started = time.perf_counter()
+    started = time.perf_counter(), time.process_time()
     check(cfg)
     pools = pools or Pools.from_config(cfg)
     if workload is None:
@@ -142,7 +142,8 @@ def simulate_disagg(
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in decode),
         "steps_streamed": False,
         "kv_offload": None,
-        "wall_time_s": time.perf_counter() - started,
+        "wall_time_s": time.perf_counter() - started[0],
+        "cpu_time_s": time.process_time() - started[1],
     }
     summary["disagg"] = disagg_record(pools, logs, measured, outcome.end_s)
     summary |= bench_header(cfg, dec, workload)
