@@ -48,7 +48,8 @@ def test_strings_that_read_as_other_types_stay_quoted():
 def test_install_makes_hydra_write_with_it(tmp_path, monkeypatch):
     import hydra.core.utils
 
-    monkeypatch.setattr(hydra.core.utils, "_save_config", hydra.core.utils._save_config)
+    # whatever an earlier install in this process left there, install() must set it again
+    monkeypatch.setattr(hydra.core.utils, "_save_config", None)
     hydra_files.install()
     assert hydra.core.utils._save_config is hydra_files.save_config
     cfg = OmegaConf.create({"x": "yes", "y": {"z": [1, 2]}})

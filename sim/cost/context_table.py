@@ -31,7 +31,7 @@ class ContextTable:
         # the same values, for row() to read as Python floats: an array, not a list, so the
         # garbage collector has nothing to visit in it (a list's every float would be visited
         # by each full collection: a sweep worker's tables hold millions)
-        self.dense_list = array("d")
+        self.dense_values = array("d")
         self.pages: dict[int, np.ndarray] = {}
 
     def _page(self, index: int, count: int = 1) -> np.ndarray:
@@ -46,15 +46,15 @@ class ContextTable:
         need = top // PAGE_TOKENS + 1
         if need > have:
             self.dense = np.concatenate([self.dense, self._page(have, need - have)])
-            self.dense_list = array("d", self.dense.tobytes())
+            self.dense_values = array("d", self.dense.tobytes())
 
     def row(self, contexts: list[int]) -> list[float]:
         """The same values for one list of contexts, as Python floats."""
         top = max(contexts)
         if top < DENSE_TOKENS:
-            if top >= len(self.dense_list):
+            if top >= len(self.dense_values):
                 self._grow(top)
-            dense = self.dense_list
+            dense = self.dense_values
             return [dense[c] for c in contexts]
         return self(np.array(contexts, dtype=np.int64)).tolist()
 

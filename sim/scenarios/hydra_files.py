@@ -1,10 +1,10 @@
 """A run dir's `.hydra/` files (config.yaml, hydra.yaml, overrides.yaml) written by libyaml.
 
 Hydra writes the three files of every run, each sweep point's too, through `OmegaConf.to_yaml`,
-whose emitter is PyYAML's pure-Python one: ~50 ms a point for a config of this size, a tenth of
-what a sweep point costs beyond its simulation. `install()` makes Hydra write them with the
-same representation (OmegaConf's containers and its rule for quoting strings that would read
-back as another type) emitted by libyaml, the C emitter PyYAML ships with, three times faster.
+whose emitter is PyYAML's pure-Python one: 31-33 ms for a sweep point's whole config here.
+`install()` makes Hydra write them with the same representation (OmegaConf's containers and
+its rule for quoting strings that would read back as another type) emitted by libyaml, the C
+emitter PyYAML ships with: 9-15 ms (benchmarks/README.md, issue 24's fifth step).
 The bytes are the same: tests/test_hydra_files.py compares both ways on every shipped
 scenario's config, Hydra's node included. Where PyYAML was built without libyaml, Hydra's own
 writer stays.
