@@ -256,13 +256,12 @@ class CostModel:
         """Cost of a step that computes new_tokens[i] tokens after contexts[i] for each of its
         sequences (a single token is a decode) plus `padding` decode rows (static batching:
         finished rows still run)."""
-        pre_q, pre_c, dec_c = [], [], []
-        for q, c in zip(new_tokens, contexts, strict=True):
-            if q == 1:
-                dec_c.append(c)
-            else:
-                pre_q.append(q)
-                pre_c.append(c)
+        dec_c = [c for q, c in zip(new_tokens, contexts, strict=True) if q == 1]
+        if len(dec_c) == len(contexts):
+            pre_q, pre_c = [], []
+        else:
+            pre_q = [q for q in new_tokens if q != 1]
+            pre_c = [c for q, c in zip(new_tokens, contexts, strict=True) if q != 1]
         dec_c.extend(padding)
         return self.cost(pre_q, pre_c, dec_c, cpu_batch=cpu_batch)
 

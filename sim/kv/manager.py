@@ -17,6 +17,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _hand_out(pool: BlockPool, tables: list[list[Block]]) -> None:
+    """A new block for each block table, in order, taken from the pool in one call."""
+    for blocks, block in zip(tables, pool.get_new_blocks(len(tables)), strict=True):
+        blocks.append(block)
+
+
 class KVCacheManager:
     def __init__(
         self,
@@ -148,6 +154,43 @@ class KVCacheManager:
             num_tokens = req.prompt_len + req.num_output_tokens
             self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
         return True
+
+    def grow_decodes(self, reqs: list[Request], new_block: list[bool]) -> None:
+        """grow(req, 1) for each of `reqs` in order, each computing one token it knows (a
+        decode, or a prefill's one-token chunk) that takes a block (`new_block`) or fills one,
+        where the pool has every block they take (the caller counted them free): the
+        same pool calls in the same order, consecutive takes as one (the pool hands out the
+        same blocks), and a filled block's hash counted without a call where it is private
+        (one block, one hash: hashing never touches the free queue, so only a block actually
+        hashed must fall between the takes around it)."""
+        pool, bs, req_blocks = self.pool, self.block_size, self.req_blocks
+        if self.lower_hits:
+            for req in reqs:
+                self.lower_hits.pop(req.request_id, None)
+        caching = self.enable_caching
+        num_cached_blocks, private_from = self.num_cached_blocks, self.private_from
+        pending: list[list] = []  # block tables waiting for a block, in order
+        for req, takes in zip(reqs, new_block, strict=True):
+            rid = req.request_id
+            if takes:
+                pending.append(req_blocks[rid])
+            if not caching:
+                continue
+            num_full = (req.num_computed_tokens + 1) // bs  # full blocks after this token
+            num_cached = num_cached_blocks.get(rid, 0)
+            if num_full <= num_cached:
+                continue
+            first = private_from.get(rid)
+            if first is None:
+                first = self._private_from(req)
+            if min(num_full, first) > num_cached:  # a hash: the takes up to it come first
+                if pending:
+                    _hand_out(pool, pending)
+                    pending = []
+                self._hash_blocks(req, num_cached, min(num_full, first))
+            num_cached_blocks[rid] = num_full
+        if pending:
+            _hand_out(pool, pending)
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks one request of `num_tokens` holds (fewer with bounded windows)."""

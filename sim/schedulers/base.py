@@ -47,6 +47,7 @@ class StepPlan:
     preemptions: tuple[int, ...] = ()  # each request's num_preemptions when planned
     spec_drafts: tuple[int, ...] = ()  # speculative decoding: drafts each row verifies
     load_s: float = 0.0  # KV loaded back from the offload tiers before this step runs
+    rows: object = None  # vLLM V1: each row's index in the scheduler's lane (lane.py)
 
     @property
     def num_tokens(self) -> int:

@@ -15,12 +15,176 @@ pipeline, pp > 1) has nothing to schedule and is skipped.
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.schedulers.base import SchedulerBase, StepPlan
+from sim.schedulers.lane import LANE_MIN, Lane
 from sim.workload.request import Request, Status
 
 
 class VllmV1Scheduler(SchedulerBase):
+    lane: Lane | None = None  # the running set as arrays, while it mirrors it (lane.py)
+    _lane_plan: StepPlan | None = None  # the step the lane planned, until its outcome
+
     def schedule(self, now: float) -> StepPlan:
+        running = self.running
+        if len(running) >= LANE_MIN and not self.spec_k and self.kv.windowed is None:
+            lane = self.lane
+            if lane is None or lane.requests != running:
+                lane = self.lane = Lane(running, self.kv.req_blocks, self.itl.measure_from)
+            plan = self._schedule_lane(lane, now)
+            if plan is not None:
+                return plan
+        self.lane = None
+        return self._schedule_objects(now)
+
+    def _schedule_lane(self, lane: Lane, now: float) -> StepPlan | None:
+        """schedule() through the lane: the same plan, the same pool calls in the same order,
+        or None (nothing changed) when the running requests' new blocks might not all be free
+        (a preemption: the step goes through objects). (ndarray methods and ufuncs rather than
+        numpy's Python-level functions: a step makes some twenty such calls.)"""
+        kv = self.kv
+        bs = kv.block_size
+        running = self.running
+        m = len(running)
+        budget = self.max_num_batched_tokens
+        c, held = lane.c, lane.held
+        n = lane.t - c
+        threshold = self.long_prefill_token_threshold
+        if threshold > 0:
+            np.minimum(n, threshold, out=n)
+        cum = np.add.accumulate(n)
+        if cum[-1] > budget:  # running order: each gets what the ones before left
+            n = np.minimum(np.maximum(budget - (cum - n), 0), n)
+            budget = 0
+        else:
+            budget -= int(cum[-1])
+        end = c + n
+        need = (end + (bs - 1)) // bs  # blocks each holds after the step
+        calls = need > held
+        if kv.enable_caching:  # a block filled: its hash cached
+            calls |= end // bs > c // bs
+        calls &= n > 0
+        at = calls.nonzero()[0]
+        if len(at):
+            # (a request holds blocks for its computed tokens: no row adds a negative count)
+            if int(np.add.reduce(np.maximum(need - held, 0))) > kv.pool.num_free_blocks:
+                return None
+            if bs > 1 and not np.count_nonzero(n[at] != 1):  # decodes: batched, the same calls
+                takes = (need[at] > held[at]).tolist()
+                kv.grow_decodes([running[i] for i in at.tolist()], takes)
+            else:
+                for i in at.tolist():
+                    if not kv.grow(running[i], int(n[i])):  # (the blocks were counted free)
+                        raise RuntimeError(f"request {running[i].request_id} found no block")
+            np.maximum(held, need, out=held)
+        num_decode = np.count_nonzero((n == 1) & (lane.out > 0))
+        lane.c = end
+        if np.count_nonzero(n) == m:
+            rows = None  # every running request
+            reqs = list(running)
+            new_tokens = n.tolist()
+            contexts = c.tolist()
+            preemptions = lane.npre.tolist()
+            for req, x in zip(reqs, end.tolist(), strict=True):
+                req.num_computed_tokens = x
+        else:
+            rows = n.nonzero()[0]
+            reqs = [running[i] for i in rows.tolist()]
+            new_tokens = n[rows].tolist()
+            contexts = c[rows].tolist()
+            preemptions = lane.npre[rows].tolist()
+            for req, x in zip(reqs, end[rows].tolist(), strict=True):
+                req.num_computed_tokens = x
+        if budget > 0:  # the waiting queue, as _plan plans the admitted
+            if self.ready:
+                budget = self._admit_ready(now, budget, reqs, new_tokens)
+            self._admit_waiting(now, budget, reqs, new_tokens)
+            admitted = reqs[len(contexts) :]
+            if admitted:
+                if rows is not None:
+                    rows = np.concatenate((rows, np.arange(m, m + len(admitted))))
+                for req, k in zip(admitted, new_tokens[len(contexts) :], strict=True):
+                    x = req.num_computed_tokens
+                    contexts.append(x)
+                    if req.num_output_tokens > 0 and k == 1:
+                        num_decode += 1
+                    req.num_computed_tokens = x + k
+                    preemptions.append(req.num_preemptions)
+                lane.append(admitted, kv.req_blocks, self.itl.measure_from)
+        plan = StepPlan(
+            requests=reqs,
+            num_new_tokens=new_tokens,
+            num_context_tokens=contexts,
+            num_prefill_tokens=sum(new_tokens) - int(num_decode),
+            num_decode_tokens=int(num_decode),
+            num_preempted=0,
+            preemptions=tuple(preemptions),
+            rows=rows,
+        )
+        if kv.pool.lower is not None:
+            plan.load_s = kv.pool.lower.take_load_s()
+        self._lane_plan = plan
+        return plan
+
+    def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
+        lane = self.lane
+        if plan is not self._lane_plan or lane is None or lane.requests != self.running:
+            self.lane = self._lane_plan = None
+            return super().update_from_output(plan, end_s)
+        self._lane_plan = None
+        lane_reqs = lane.requests
+        rows = plan.rows  # None: the plan's rows are the whole lane
+        if rows is None:
+            caught = (lane.c >= lane.t).nonzero()[0]  # a token for each that caught up
+        else:
+            caught = rows[lane.c[rows] >= lane.t[rows]]
+        whole = len(caught) == len(lane_reqs)
+        out = lane.out if whole else lane.out[caught]
+        last = lane.last if whole else lane.last[caught]
+        odd = (out == 0) | (last != last)  # a first token, or none recorded yet: as objects
+        measured = lane.measured if whole else lane.measured[caught]
+        gaps = (end_s - last[~odd & measured]).tolist()
+        out = out + 1
+        if whole:
+            lane.out = out
+            lane.t += 1
+            lane.last = np.full(len(out), end_s)
+            reqs = lane_reqs
+        else:
+            lane.out[caught] = out
+            lane.t[caught] += 1
+            lane.last[caught] = end_s
+            reqs = [lane_reqs[i] for i in caught.tolist()]
+        if np.count_nonzero(odd):
+            measure_from = self.itl.measure_from
+            for j in odd.nonzero()[0].tolist():
+                req = reqs[j]
+                if req.first_token_s is None:
+                    req.first_token_s = end_s
+                elif req.request_id >= measure_from:
+                    gaps.append(end_s - req.last_token_s)
+        for req, o in zip(reqs, out.tolist(), strict=True):
+            req.num_output_tokens = o
+            req.last_token_s = end_s
+        self.show_gaps(gaps)
+        done = out >= (lane.limit if whole else lane.limit[caught])
+        if not np.count_nonzero(done):
+            return []
+        gone = caught[done].tolist()
+        finished = [lane_reqs[i] for i in gone]
+        for req in finished:
+            self.finish(req, end_s)
+        running = self.running
+        for i in reversed(gone):
+            del running[i]
+        lane.remove(gone)
+        return finished
+
+    def advance_decode_state(self, num_steps: int) -> None:
+        self.lane = None  # a fast-forwarded run moved the requests on: built again
+
+    def _schedule_objects(self, now: float) -> StepPlan:
         budget = self.max_num_batched_tokens
         reqs: list[Request] = []
         new_tokens: list[int] = []
@@ -137,6 +301,8 @@ class VllmV1Scheduler(SchedulerBase):
 
     def check_invariants(self) -> None:
         super().check_invariants()
+        if self.lane is not None and self.lane.requests == self.running:
+            self.lane.check(self.running, self.kv.req_blocks)
         held = {r.request_id for r in self.held_requests()}
         assert set(self.kv.req_blocks) <= held, "blocks held by no request"
         if self.priority:
