@@ -10,6 +10,9 @@ RSS, simulated steps, µs of wall time per simulated step and simulated seconds 
              Llama-2-7B on one H100, max_num_batched_tokens=512, max_num_seqs=128 (vLLM V1)
   saturated  100,000 chat requests (the default lognormal mix) at 25 req/s, above what one H100
              serves for Llama-3.1-8B with max_num_seqs=256, so ~256 run at once
+  saturated_step  the saturated replica's steps alone: copied mid-run (~250 running, a long
+             queue) and stepped 300 times through vLLM V1's lane (the running set as arrays)
+             and 300 times through the Request objects, alternately, four rounds
   long       one 1,048,576-token prompt on Llama-3.1-8B (context extended) on 8 x H200, TP8,
              with 200 chat requests arriving while it is served
   sweep      64 configurations (max_num_batched_tokens x max_num_seqs x rate) of the yardstick's
@@ -58,6 +61,7 @@ MAX_TOKENS = 4096  # Vidur's clip of prompt + output
 NAMES = (
     "yardstick",
     "saturated",
+    "saturated_step",
     "long",
     "sweep",
     "long_context",
@@ -120,6 +124,71 @@ def saturated_config(work: Path) -> dict:
         "engine": "vllm",
         "engine_args": {"max_num_seqs": 256},
         "workload": {"kind": "poisson", "rate": 25.0, "num_requests": 100_000},
+    }
+
+
+def run_saturated_step(work: Path, rounds: int = 4, steps: int = 300) -> dict:
+    """The saturated replica's single steps, through the lane and through objects: the replica
+    is copied (deep copy of its scheduler, KV cache and requests) at the first step after the
+    4,000th with at least 246 running and 300 waiting, of a 6,000-request run; each round
+    steps a fresh copy `steps` times each way (no arrivals: the queue is long enough)."""
+    import copy
+
+    from sim.config import SimConfig
+    from sim.run.engine import Engine
+    from sim.run.metrics import StepLog
+    from sim.run.simulate import simulate
+    from sim.schedulers import vllm_v1
+
+    data = saturated_config(work)
+    data["workload"]["num_requests"] = 6000
+    data["output"] = {"report": False, "progress": False}
+    taken = {}
+    step = Engine.step
+
+    def copying(engine, now):
+        s = engine.scheduler
+        busy = len(s.running) >= 246 and len(s.waiting) > 300
+        if not taken and busy and len(engine.steps) >= 4000:
+            taken["at"] = (engine, copy.deepcopy(s), now)
+        return step(engine, now)
+
+    Engine.step = copying
+    try:
+        simulate(SimConfig.from_mapping(data))
+    finally:
+        Engine.step = step
+    if "at" not in taken:
+        raise RuntimeError("the run never reached 246 running with 300 waiting")
+    engine, sched, start = taken["at"]
+
+    def stepped(lane_min: int) -> tuple[float, float, int]:
+        vllm_v1.LANE_MIN = lane_min
+        e = copy.copy(engine)
+        e.scheduler = copy.deepcopy(sched)
+        e.kv = e.scheduler.kv
+        e.steps = StepLog()
+        now = start
+        t = time.perf_counter()
+        for _ in range(steps):
+            now += e.step(now)[0]
+        return time.perf_counter() - t, now - start, len(sched.running)
+
+    lane_min = vllm_v1.LANE_MIN
+    times = {"lane": [], "objects": []}
+    try:
+        for _ in range(rounds):
+            lane = stepped(lane_min)
+            times["lane"].append(lane)
+            times["objects"].append(stepped(10**9))
+    finally:
+        vllm_v1.LANE_MIN = lane_min
+    wall = sum(t[0] for t in times["lane"])
+    sim_s = sum(t[1] for t in times["lane"])
+    return _figures(wall, rounds * steps, sim_s) | {
+        "running": lane[2],
+        "us_per_step_lane": [round(t[0] / steps * 1e6, 1) for t in times["lane"]],
+        "us_per_step_objects": [round(t[0] / steps * 1e6, 1) for t in times["objects"]],
     }
 
 
@@ -422,6 +491,7 @@ def worker(name: str, split: bool) -> None:
                 "chunked_prefill": run_chunked_prefill,
                 "chunked_prefill_ray": lambda w: run_chunked_prefill(w, ray=True),
                 "main_job": run_main_job,
+                "saturated_step": run_saturated_step,
                 "million": lambda w: run_million(
                     w, int(os.environ.get("SIM_BENCH_REQUESTS", MILLION))
                 ),
@@ -478,6 +548,11 @@ def main() -> None:
             print(
                 f"{'':<10} {out['simulation_cpu_s']} CPU s simulating; the rest, "
                 f"{out['overhead_beyond_simulation_cpu_s_per_point']} CPU s per point"
+            )
+        if "us_per_step_lane" in out:
+            print(
+                f"{'':<10} {out['running']} running: µs a step through the lane "
+                f"{out['us_per_step_lane']}, through objects {out['us_per_step_objects']}"
             )
         if "split" in out:
             sp = out["split"]
