@@ -18,10 +18,11 @@ from sim.schedulers import vllm_v1
 from sim.schedulers.lane import Lane
 from tests.conftest import run_plain
 from tests.test_determinism import _run
+from tests.test_fast_forward import CASES as FF_CASES
 
 CASES = {
     "default": [],
-    "prefix-sharing": ["scenario=prefix_sharing"],
+    "prefix-sharing": FF_CASES["vllm-v1-prefix-sharing"],
     "no-prefix-caching": ["engine_args.enable_prefix_caching=false"],
     # the budget cuts the running requests (chunked prefills beside decodes) and a threshold
     "small-budget": [
@@ -31,17 +32,9 @@ CASES = {
         "workload.rate=30",
     ],
     # short of blocks: steps that might preempt go through objects, the rest through the lane
-    "short-of-blocks": [
-        "engine_args.num_gpu_blocks_override=600",
-        "engine_args.max_model_len=8192",
-        "workload.rate=40",
-    ],
-    "priority": ["engine_args.scheduling_policy=priority", "workload.priority_levels=3"],
-    "closed-loop-warmup": [
-        "workload=closed_loop",
-        "workload.concurrency=24",
-        "workload.warmup_requests=20",
-    ],
+    "short-of-blocks": FF_CASES["vllm-v1-short-of-blocks"],
+    "priority": FF_CASES["vllm-v1-priority"],
+    "closed-loop-warmup": FF_CASES["vllm-v1-closed-loop-warmup"],
     "pipeline-parallel": ["parallel.pp=2"],
     "offload": [
         "scenario=multi_turn",
@@ -49,15 +42,7 @@ CASES = {
         "engine_args.max_model_len=6000",
         "engine_args.kv_offload_cpu_bytes=536870912",
     ],
-    "disagg": [
-        "scenario=disagg",
-        "task=simulate",
-        "disagg.enabled=true",
-        "disagg.prefill.replicas=2",
-        "engine_args.num_gpu_blocks_override=700",
-        "engine_args.max_model_len=8192",
-        "workload.rate=30",
-    ],
+    "disagg": FF_CASES["vllm-v1-disagg-short-of-blocks"],
 }
 
 
