@@ -11,6 +11,9 @@ With policy=priority the waiting queue is ordered by (priority, arrival) and the
 running request with the largest (priority, arrival), even one already scheduled this step.
 A request whose tokens are all computed but not yet sampled (a micro-batch still in the
 pipeline, pp > 1) has nothing to schedule and is skipped.
+Steps 1 and 3 run as array operations over the running set (sim/schedulers/lane.py) when
+LANE_MIN or more requests run and no preemption is possible; otherwise request by request
+(_schedule_objects, SchedulerBase.update_from_output). Both give the same plan and outcome.
 """
 
 from __future__ import annotations
