@@ -243,6 +243,8 @@ class CostModel:
     def step_cost(self, plan: StepPlan) -> StepCost:
         if plan.spec_drafts:  # speculative decoding's verify pass
             cost = verify_cost(self, plan)
+        elif plan.split is not None:  # batch_cost's split, made by vLLM V1's lane
+            cost = self.cost(*plan.split, cpu_batch=plan.batch_size)
         else:
             cost = self.batch_cost(
                 plan.num_new_tokens, plan.num_context_tokens, plan.batch_size, plan.padding_context
@@ -363,9 +365,11 @@ class CostModel:
         """Cost of a batch: prefill chunks (q new tokens over c cached) and decodes (c cached),
         each a list or int array; the CPU time counts `cpu_batch` sequences (default: all);
         `extra_tokens` more tokens through the linear layers (drafts verified by decodes)."""
-        pre_q, pre_c, dec_c = (
-            x.tolist() if isinstance(x, np.ndarray) else list(x) for x in (pre_q, pre_c, dec_c)
+        pre_q, pre_c = (
+            x.tolist() if isinstance(x, np.ndarray) else list(x) for x in (pre_q, pre_c)
         )
+        if not isinstance(dec_c, np.ndarray):  # (an int array is summed through numpy)
+            dec_c = list(dec_c)
         batch = len(pre_q) + len(dec_c)
         prefill_tokens = sum(pre_q)
         launch, t = self._launch_s(

@@ -48,6 +48,8 @@ class StepPlan:
     spec_drafts: tuple[int, ...] = ()  # speculative decoding: drafts each row verifies
     load_s: float = 0.0  # KV loaded back from the offload tiers before this step runs
     rows: object = None  # vLLM V1: each row's index in the scheduler's lane (lane.py)
+    split: tuple | None = None  # vLLM V1's lane: (prefill q, prefill c, decode contexts as an
+    # int64 array), CostModel.batch_cost's split of the rows made already
 
     @property
     def num_tokens(self) -> int:

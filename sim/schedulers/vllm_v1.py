@@ -81,7 +81,11 @@ class VllmV1Scheduler(SchedulerBase):
                     if not kv.grow(running[i], int(n[i])):  # (the blocks were counted free)
                         raise RuntimeError(f"request {running[i].request_id} found no block")
             np.maximum(held, need, out=held)
-        num_decode = np.count_nonzero((n == 1) & (lane.out > 0))
+        ones = n == 1
+        num_decode = np.count_nonzero(ones & (lane.out > 0))
+        dec_c = c[ones]  # the cost model's split: one new token is a decode to it
+        chunks = n > 1
+        pre_q, pre_c = n[chunks].tolist(), c[chunks].tolist()
         lane.c = end
         if np.count_nonzero(n) == m:
             rows = None  # every running request
@@ -107,13 +111,20 @@ class VllmV1Scheduler(SchedulerBase):
             if admitted:
                 if rows is not None:
                     rows = np.concatenate((rows, np.arange(m, m + len(admitted))))
+                more_dec = []
                 for req, k in zip(admitted, new_tokens[len(contexts) :], strict=True):
                     x = req.num_computed_tokens
                     contexts.append(x)
-                    if req.num_output_tokens > 0 and k == 1:
-                        num_decode += 1
+                    if k == 1:
+                        more_dec.append(x)
+                        num_decode += req.num_output_tokens > 0
+                    else:
+                        pre_q.append(k)
+                        pre_c.append(x)
                     req.num_computed_tokens = x + k
                     preemptions.append(req.num_preemptions)
+                if more_dec:
+                    dec_c = np.concatenate((dec_c, more_dec))
                 lane.append(admitted, kv.req_blocks, self.itl.measure_from)
         plan = StepPlan(
             requests=reqs,
@@ -124,6 +135,7 @@ class VllmV1Scheduler(SchedulerBase):
             num_preempted=0,
             preemptions=tuple(preemptions),
             rows=rows,
+            split=(pre_q, pre_c, dec_c),
         )
         if kv.pool.lower is not None:
             plan.load_s = kv.pool.lower.take_load_s()
