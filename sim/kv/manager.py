@@ -163,32 +163,26 @@ class KVCacheManager:
         same blocks), and a filled block's hash counted without a call where it is private
         (one block, one hash: hashing never touches the free queue, so only a block actually
         hashed must fall between the takes around it)."""
-        pool, bs, req_blocks = self.pool, self.block_size, self.req_blocks
+        pool, req_blocks = self.pool, self.req_blocks
         if self.lower_hits:
             for req in reqs:
                 self.lower_hits.pop(req.request_id, None)
-        caching = self.enable_caching
-        num_cached_blocks, private_from = self.num_cached_blocks, self.private_from
         pending: list[list] = []  # block tables waiting for a block, in order
         for req, takes in zip(reqs, new_block, strict=True):
-            rid = req.request_id
             if takes:
-                pending.append(req_blocks[rid])
-            if not caching:
+                pending.append(req_blocks[req.request_id])
+            if not self.enable_caching:
                 continue
-            num_full = (req.num_computed_tokens + 1) // bs  # full blocks after this token
-            num_cached = num_cached_blocks.get(rid, 0)
-            if num_full <= num_cached:
+            filled = self._filled(req, req.num_computed_tokens + 1)
+            if filled is None:
                 continue
-            first = private_from.get(rid)
-            if first is None:
-                first = self._private_from(req)
-            if min(num_full, first) > num_cached:  # a hash: the takes up to it come first
+            start, stop, num_full = filled
+            if stop > start:  # a hash: the takes up to it come first
                 if pending:
                     _hand_out(pool, pending)
                     pending = []
-                self._hash_blocks(req, num_cached, min(num_full, first))
-            num_cached_blocks[rid] = num_full
+                self._hash_blocks(req, start, stop)
+            self.num_cached_blocks[req.request_id] = num_full
         if pending:
             _hand_out(pool, pending)
 
@@ -203,14 +197,22 @@ class KVCacheManager:
         other request can share) are only counted here, and hashed if it is preempted. With
         bounded windows a long request holds fewer blocks than its tokens fill: its first ones
         stand for its first tokens (an approximation of the hybrid allocator's prefix hits)."""
+        filled = self._filled(req, num_tokens)
+        if filled is not None:
+            start, stop, num_full = filled
+            self._hash_blocks(req, start, stop)
+            self.num_cached_blocks[req.request_id] = num_full
+
+    def _filled(self, req: Request, num_tokens: int) -> tuple[int, int, int] | None:
+        """The blocks `num_tokens` fill beyond those counted: (the first to hash, the one
+        after the last to hash, the count of full blocks); None when they fill none."""
         num_full = num_tokens // self.block_size
         if self.windowed is not None:
             num_full = min(num_full, len(self.req_blocks[req.request_id]))
         num_cached = self.num_cached_blocks.get(req.request_id, 0)
         if num_full <= num_cached:
-            return
-        self._hash_blocks(req, num_cached, min(num_full, self._private_from(req)))
-        self.num_cached_blocks[req.request_id] = num_full
+            return None
+        return num_cached, min(num_full, self._private_from(req)), num_full
 
     def _hash_blocks(self, req: Request, start: int, stop: int) -> None:
         if stop <= start:

@@ -4,7 +4,6 @@ checked, and the run measured."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from sim.run.setup import Setup
 from sim.run.summary import (
     RunResult,
     bench_header,
+    clock,
+    elapsed,
     headline,
     offload_record,
     requests_record,
@@ -90,7 +91,7 @@ def simulate_colocated(
     """Run `cfg` (with `setup` and `workload`, when given, in place of the ones its config
     resolves to and generates). With `run_dir`, a long run (see streams()) writes its
     steps.parquet there a chunk at a time as it goes."""
-    started = time.perf_counter(), time.process_time()
+    started = clock()
     setup = setup or Setup.from_config(cfg)
     if workload is None:
         workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
@@ -144,8 +145,7 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
         "steps_streamed": log.sink is not None,
         "kv_offload": offload_record(engines),
-        "wall_time_s": time.perf_counter() - started[0],
-        "cpu_time_s": time.process_time() - started[1],  # CPU of this process over that span
+        **elapsed(started),
     }
     summary |= bench_header(cfg, setup, workload)
     summary["config"] = asdict(cfg)

@@ -11,7 +11,6 @@ TTFT split into its parts).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -24,7 +23,14 @@ from sim.run.disagg_driver import TTFT_PARTS, check_disagg_conservation, run_dis
 from sim.run.engine import warm_prefix_caches
 from sim.run.metrics import StepLog, requests_frame, sim_figures
 from sim.run.setup import Setup
-from sim.run.summary import RunResult, bench_header, headline, requests_record
+from sim.run.summary import (
+    RunResult,
+    bench_header,
+    clock,
+    elapsed,
+    headline,
+    requests_record,
+)
 from sim.specs.links import Link, load_link
 from sim.workload.generate import Workload, generate
 from sim.workload.records import merged
@@ -103,7 +109,7 @@ def check(cfg: SimConfig) -> None:
 def simulate_disagg(
     cfg: SimConfig, progress=None, workload: Workload | None = None, pools: Pools | None = None
 ) -> RunResult:
-    started = time.perf_counter(), time.process_time()
+    started = clock()
     check(cfg)
     pools = pools or Pools.from_config(cfg)
     if workload is None:
@@ -142,8 +148,7 @@ def simulate_disagg(
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in decode),
         "steps_streamed": False,
         "kv_offload": None,
-        "wall_time_s": time.perf_counter() - started[0],
-        "cpu_time_s": time.process_time() - started[1],
+        **elapsed(started),
     }
     summary["disagg"] = disagg_record(pools, logs, measured, outcome.end_s)
     summary |= bench_header(cfg, dec, workload)

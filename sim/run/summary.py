@@ -4,6 +4,7 @@ throughputs, the account of the requests, and the bench header."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,4 +168,17 @@ def bench_header(cfg: SimConfig, setup: Setup, workload: Workload) -> dict:
         "request_rate": rate,
         "burstiness": w.burstiness if w.burstiness is not None else 1.0,
         "max_concurrency": workload.concurrency,
+    }
+
+
+def clock() -> tuple[float, float]:
+    """Now, as wall and CPU time, for elapsed()."""
+    return time.perf_counter(), time.process_time()
+
+
+def elapsed(started: tuple[float, float]) -> dict:
+    """A run's wall time and this process's CPU time over it, since clock() gave `started`."""
+    return {
+        "wall_time_s": time.perf_counter() - started[0],
+        "cpu_time_s": time.process_time() - started[1],
     }

@@ -31,39 +31,39 @@ LANE_MIN = 128  # running requests from which steps are scheduled through the la
 # against 531-707 with 247
 
 
+FIELDS = ("c", "t", "out", "limit", "held", "last", "npre", "measured")
+DTYPES = (np.int64,) * 5 + (np.float64, np.int64, np.bool_)
+
+
+def _rows(reqs: list[Request], req_blocks: dict, measure_from: int) -> tuple[list, ...]:
+    """Each field of FIELDS for each request, as lists."""
+    out = [r.num_output_tokens for r in reqs]
+    return (
+        [r.num_computed_tokens for r in reqs],
+        [r.prompt_len + o for r, o in zip(reqs, out, strict=True)],
+        out,
+        [r.max_output_len for r in reqs],
+        [len(req_blocks[r.request_id]) for r in reqs],
+        [math.nan if r.last_token_s is None else r.last_token_s for r in reqs],
+        [r.num_preemptions for r in reqs],
+        [r.request_id >= measure_from for r in reqs],
+    )
+
+
 class Lane:
     __slots__ = ("c", "held", "last", "limit", "measured", "npre", "out", "requests", "t")
 
     def __init__(self, running: list[Request], req_blocks: dict, measure_from: int):
-        reqs = list(running)
-        m = len(reqs)
-        self.requests = reqs
-        self.c = np.fromiter((r.num_computed_tokens for r in reqs), np.int64, m)
-        self.out = np.fromiter((r.num_output_tokens for r in reqs), np.int64, m)
-        self.t = self.out + np.fromiter((r.prompt_len for r in reqs), np.int64, m)
-        self.limit = np.fromiter((r.max_output_len for r in reqs), np.int64, m)
-        self.held = np.fromiter((len(req_blocks[r.request_id]) for r in reqs), np.int64, m)
-        self.last = np.fromiter(
-            (math.nan if r.last_token_s is None else r.last_token_s for r in reqs), np.float64, m
-        )
-        self.npre = np.fromiter((r.num_preemptions for r in reqs), np.int64, m)
-        self.measured = np.fromiter((r.request_id >= measure_from for r in reqs), np.bool_, m)
+        self.requests = list(running)
+        columns = _rows(self.requests, req_blocks, measure_from)
+        for name, dtype, values in zip(FIELDS, DTYPES, columns, strict=True):
+            setattr(self, name, np.array(values, dtype=dtype))
 
     def append(self, reqs: list[Request], req_blocks: dict, measure_from: int) -> None:
         """Admitted requests join the lane's end, as they join the running list's."""
         self.requests.extend(reqs)
-        c = [r.num_computed_tokens for r in reqs]
-        out = [r.num_output_tokens for r in reqs]
-        cat = np.concatenate
-        self.c = cat((self.c, c))
-        self.out = cat((self.out, out))
-        self.t = cat((self.t, [r.prompt_len + o for r, o in zip(reqs, out, strict=True)]))
-        self.limit = cat((self.limit, [r.max_output_len for r in reqs]))
-        self.held = cat((self.held, [len(req_blocks[r.request_id]) for r in reqs]))
-        last = [math.nan if r.last_token_s is None else r.last_token_s for r in reqs]
-        self.last = cat((self.last, last))
-        self.npre = cat((self.npre, [r.num_preemptions for r in reqs]))
-        self.measured = cat((self.measured, [r.request_id >= measure_from for r in reqs]))
+        for name, values in zip(FIELDS, _rows(reqs, req_blocks, measure_from), strict=True):
+            setattr(self, name, np.concatenate((getattr(self, name), values)))
 
     def remove(self, rows: list[int]) -> None:
         """Rows (ascending) leave the lane."""
@@ -71,14 +71,12 @@ class Lane:
             del self.requests[i]
         keep = np.ones(len(self.c), dtype=np.bool_)
         keep[rows] = False
-        self.c, self.t, self.out = self.c[keep], self.t[keep], self.out[keep]
-        self.limit, self.held, self.last = self.limit[keep], self.held[keep], self.last[keep]
-        self.npre, self.measured = self.npre[keep], self.measured[keep]
+        for name in FIELDS:
+            setattr(self, name, getattr(self, name)[keep])
 
     def check(self, running: list[Request], req_blocks: dict) -> None:
         """The lane mirrors the running requests (check_invariants)."""
         assert self.requests == running, "the lane's rows are not the running list"
         fresh = Lane(running, req_blocks, 0)
-        for name in ("c", "t", "out", "limit", "held", "npre"):
-            assert np.array_equal(getattr(self, name), getattr(fresh, name)), name
-        assert np.array_equal(self.last, fresh.last, equal_nan=True), "last"
+        for name in FIELDS[:-1]:  # (measured depends on the log's measure_from only)
+            assert np.array_equal(getattr(self, name), getattr(fresh, name), equal_nan=True), name
