@@ -39,6 +39,7 @@ it is absent); the others need nothing outside the repository.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -502,6 +503,14 @@ def worker(name: str, split: bool) -> None:
     print(json.dumps(out))
 
 
+def compile_package() -> None:
+    """The package's bytecode (sim/**/__pycache__), as a user's first run of `python -m sim`
+    writes it for the next: where PYTHONDONTWRITEBYTECODE is set (this machine sets it), every
+    process, each sweep worker's too, would otherwise compile its ~100 modules from source again,
+    ~0.2 CPU s of its start-up (benchmarks/README.md, issue 24's seventh step)."""
+    compileall.compile_dir(REPO / "sim", quiet=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=NAMES, action="append", help="run just this one")
@@ -516,6 +525,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.split)
         return
+    compile_package()
     results = {}
     print(
         f"{'benchmark':<10} {'wall s':>8} {'peak RSS MB':>12} {'steps':>10} "

@@ -114,6 +114,7 @@ def main() -> None:
         if multirun:
             _choose_launcher(overrides, configs)
             _compose_points_from_templates()
+            _skip_get_mode()
         if multirun and len(configs) < MAX_SWEEP_CHECKS:  # every point checked here:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
@@ -161,15 +162,22 @@ def _check_as_composed(task_overrides: list[str], check) -> Callable[[], None]:
         _say_models([sim_cfg])
         return cfg
 
-    # get_mode composes the config only to read hydra.mode, which no scenario sets (tests/
-    # test_cli.py): None is what it answers then, and Hydra runs the task once
-    Hydra.get_mode = lambda self, config_name, overrides: None
+    _skip_get_mode()
     Hydra.compose_config = compose_config
 
     def restore() -> None:
         Hydra.compose_config, Hydra.get_mode = compose, get_mode
 
     return restore
+
+
+def _skip_get_mode() -> None:
+    """Hydra's get_mode composes the whole config only to read hydra.mode, which no scenario
+    sets (tests/test_cli.py): None is what it answers then, and Hydra takes the mode from the
+    command line (-m: a sweep; else one run). Answered here without composing."""
+    from hydra._internal.hydra import Hydra  # start-up time: only for a run or a sweep
+
+    Hydra.get_mode = lambda self, config_name, overrides: None
 
 
 def _compose_points_from_templates() -> None:

@@ -60,9 +60,10 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (SCENARIO_DIR / group).glob("*.yaml"))
 
 
-def compose_config(overrides: Sequence[str]) -> DictConfig:
+def compose_config(overrides: Sequence[str], hydra: bool = False) -> DictConfig:
+    """The config these overrides compose (`hydra`: with Hydra's own node)."""
     with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
 
 def to_sim_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> SimConfig:
@@ -101,10 +102,11 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
     """Validate one command line (every sweep combination; with `multirun`, the scenario's own
     sweep in hydra.sweeper.params too); return the configs it makes."""
     parser = OverridesParser.create()
+    bases: dict[tuple, DictConfig] = {}  # composing is slow: once per choice of groups
     try:
         parsed = parser.parse_overrides(list(overrides))
         if multirun:
-            parsed += parser.parse_overrides(scenario_sweep(parsed))
+            parsed += parser.parse_overrides(scenario_sweep(parsed, bases))
     except HydraException as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     combos: list[list[str]] = [[]]
@@ -127,13 +129,13 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Si
                         f"{key}={value!r} is not a {key}{hint}; choose one of: "
                         f"{', '.join(group_options(key))} (python -m sim --list {key}s)"
                     )
-    bases: dict[tuple, DictConfig] = {}  # composing is slow: once per choice of groups
     plain: dict[tuple, dict] = {}  # each base as plain data (converting is slow too)
     configs = []
     for combo in combos:
         groups = tuple(c for c in combo if c.split("=", 1)[0] in GROUPS)
         if groups not in bases:
             bases[groups] = compose_config(groups)
+        if groups not in plain:
             plain[groups] = _plain(bases[groups])
         base = bases[groups]
         for item in combo:
@@ -197,16 +199,18 @@ def _apply(base: DictConfig, groups: tuple, items: list[str], parser) -> DictCon
     return cfg
 
 
-def scenario_sweep(parsed) -> list[str]:
+def scenario_sweep(parsed, bases: dict[tuple, DictConfig] | None = None) -> list[str]:
     """The chosen scenario's own sweep (hydra.sweeper.params) as overrides, less the keys the
-    command line sets itself (Hydra's basic sweeper lets the command line win)."""
-    groups = [
-        f"{o.key_or_group}={o.get_value_element_as_str()}"
+    command line sets itself (Hydra's basic sweeper lets the command line win). The config
+    composed to read it goes into `bases`, by its choice of groups, for check_overrides."""
+    groups = tuple(
+        f"{o.get_key_element()}={o.get_value_element_as_str()}"
         for o in parsed
         if o.key_or_group in GROUPS and not o.is_sweep_override()
-    ]
-    with initialize_config_dir(config_dir=str(SCENARIO_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=groups, return_hydra_config=True)
+    )
+    cfg = compose_config(groups, hydra=True)
+    if bases is not None:
+        bases[groups] = cfg
     return params_not_given(parsed, OmegaConf.select(cfg, "hydra.sweeper.params") or {})
 
 

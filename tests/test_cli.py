@@ -140,6 +140,32 @@ def test_checked_configs_match_hydras_composition(overrides):
     assert checked == to_sim_config(compose_config(overrides))
 
 
+def test_a_scenarios_own_sweep_checked_as_hydra_composes_each_point(monkeypatch):
+    """With -m, check_overrides adds the scenario's sweep (hydra.sweeper.params) and reuses
+    the config it composed to read them as the points' base (one composition in all): each
+    point is still Hydra's."""
+    import sim.cli
+
+    composed = []
+    compose = sim.cli.compose  # Hydra's
+    monkeypatch.setattr(sim.cli, "compose", lambda *a, **k: composed.append(a) or compose(*a, **k))
+    checked = check_overrides(["scenario=chunked_prefill", "workload.rate=4,6"], multirun=True)
+    monkeypatch.undo()
+    assert len(composed) == 1
+    budgets = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+    assert len(checked) == len(budgets) * 2 * 2  # the rate given on the command line wins
+    for cfg in (checked[0], checked[-1]):
+        args = cfg.engine_args
+        point = [
+            "scenario=chunked_prefill",
+            f"workload.rate={cfg.workload.rate:g}",
+            f"engine_args.max_num_batched_tokens={args['max_num_batched_tokens']}",
+            f"engine_args.long_prefill_token_threshold={args['long_prefill_token_threshold']}",
+        ]
+        assert cfg == to_sim_config(compose_config(point))
+    assert {c.engine_args["max_num_batched_tokens"] for c in checked} == set(budgets)
+
+
 def test_trace_replay_from_the_command_line(tmp_path):
     from tests.conftest import shared_data
 
@@ -210,17 +236,35 @@ print("composed", len(calls), "restored", Hydra.compose_config is compose)
 """
 
 
+def _counted(script: str, tmp_path, *args):
+    """`script` (COUNT_COMPOSES or a variant) run as `python -m sim ARGS` of 20 requests."""
+    r = sim("-c", script, *args, "workload.num_requests=20", cwd=tmp_path, module=None)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 def test_a_single_run_composes_its_config_once(tmp_path):
     out = tmp_path / "run"
-    r = sim(
-        "-c",
-        COUNT_COMPOSES,
-        f"hydra.run.dir={out}",
-        "workload.num_requests=20",
-        "output.report=false",
-        cwd=tmp_path,
-        module=None,
-    )
-    assert r.returncode == 0, r.stderr
+    r = _counted(COUNT_COMPOSES, tmp_path, f"hydra.run.dir={out}", "output.report=false")
     assert "composed 1 restored True" in r.stdout
     assert (out / "summary.json").is_file() and (out / ".hydra" / "config.yaml").is_file()
+
+
+def test_a_sweep_does_not_compose_its_config_to_learn_its_mode(tmp_path):
+    """Hydra's get_mode composes the whole config to read hydra.mode; a sweep takes its mode
+    from -m instead (sim/__main__.py), with the same overrides recorded as Hydra's answer
+    (None: no scenario sets it) would give."""
+    count_get_mode = COUNT_COMPOSES.replace(
+        "compose = Hydra.compose_config",
+        "modes = []\nget_mode = Hydra.get_mode\n"
+        "Hydra.get_mode = lambda *a, **k: modes.append(1) or get_mode(*a, **k)\n"
+        "compose = Hydra.compose_config",
+    ).replace('print("composed"', 'print("get_mode", len(modes), "composed"')
+    out = tmp_path / "sweep"
+    args = ("-m", f"hydra.sweep.dir={out}", "hydra/launcher=basic", "workload.rate=2,4")
+    r = _counted(count_get_mode, tmp_path, *args)
+    assert "get_mode 0 composed" in r.stdout
+    for point in ("0", "1"):
+        assert (out / point / "summary.json").is_file()
+        hydra_yaml = (out / point / ".hydra" / "hydra.yaml").read_text()
+        assert "- hydra.mode=MULTIRUN" in hydra_yaml and "mode: MULTIRUN" in hydra_yaml

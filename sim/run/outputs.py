@@ -12,6 +12,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# Parquet's dictionary encoding is tried on every column, and a column of distinct floats (a
+# step's start and duration) fills a dictionary page of 1 MB, pyarrow's default, before it falls
+# back to plain encoding. At 32 KB the columns with few values (batch sizes, counts) keep their
+# dictionaries and the others fall back early: a sweep point's steps.parquet (75,725 steps) in
+# 22-33 ms instead of 42-51 and 1.97 MB instead of 2.40 (benchmarks/README.md, issue 24's
+# seventh step). The same rows and types are read back.
+PARQUET_OPTIONS = {"dictionary_pagesize_limit": 32 * 1024}
+
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Call write(tmp) on a temporary file beside `path`, then rename it into place."""
@@ -44,7 +52,9 @@ def write_text(path: Path, text: str) -> Path:
 
 
 def write_parquet(path: Path, frame: pd.DataFrame) -> Path:
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, engine="pyarrow"))
+    return atomic_write(
+        path, lambda tmp: frame.to_parquet(tmp, index=False, engine="pyarrow", **PARQUET_OPTIONS)
+    )
 
 
 def write_parquet_chunks(path: Path, frame: pd.DataFrame, rows: int = 1 << 16) -> Path:
@@ -83,7 +93,7 @@ class ParquetChunks:
     def write(self, frame: pd.DataFrame) -> None:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.tmp, table.schema)
+            self.writer = pq.ParquetWriter(self.tmp, table.schema, **PARQUET_OPTIONS)
         self.writer.write_table(table)
         self.num_rows += len(frame)
 

@@ -1,9 +1,12 @@
-"""A `-m` sweep's own outputs, written by a Hydra callback once its last run has ended.
+"""A `-m` sweep: how its points are composed and run, and its own outputs, written by a Hydra
+callback once its last run has ended.
 
     table.py         sweep.parquet / .csv from the run dirs, progress lines, resume marks
     report.py        report.md: trade-off tables, Pareto and goodput plots, a recommendation
     load.py          what a sweep of the load alone shows (SLO limit, latency knee, overload)
     callback.py      SweepTable, the Hydra callback that writes both when the sweep ends
+    compose.py       each point's config, a copy of one composition per choice of groups
+    singletons.py    a worker process keeps Hydra's plugin registry between its points
 
 May import everything below sim/scenarios, and sim/cli.py (a run's overrides to its config).
 """

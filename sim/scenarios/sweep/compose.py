@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sim.cli import GROUPS
 from sim.scenarios import hydra_files
+from sim.scenarios.sweep import singletons
 
 TEMPLATES_MAX = 16  # per process; a sweep has one choice of groups, or a few
 # this process's, by (config, hydra overrides, groups): pickled, as a copy is made by loading it
@@ -39,6 +40,7 @@ TEMPLATES_MAX = 16  # per process; a sweep has one choice of groups, or a few
 _TEMPLATES: dict[tuple, bytes] = {}
 
 hydra_files.install()  # a worker process loading this loader writes its points' files so too
+singletons.install()  # and keeps its plugin registry from one point to the next
 
 
 class SweepConfigLoader(ConfigLoaderImpl):

@@ -29,7 +29,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from sim.cli import params_not_given, to_sim_config
 from sim.errors import UserError
-from sim.run.outputs import atomic_write
+from sim.run.outputs import PARQUET_OPTIONS, atomic_write
 from sim.run.setup import Setup
 
 LOAD_KEYS = ("rate", "concurrency")  # the load of a sweep, when swept; the rest are settings
@@ -128,7 +128,10 @@ def _value(text: str | None):
 
 def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
     frame = collect(sweep_dir)
-    atomic_write(sweep_dir / "sweep.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic_write(
+        sweep_dir / "sweep.parquet",
+        lambda tmp: frame.to_parquet(tmp, index=False, **PARQUET_OPTIONS),
+    )
     atomic_write(sweep_dir / "sweep.csv", lambda tmp: frame.to_csv(tmp, index=False))
     return frame
 
