@@ -37,12 +37,38 @@ def test_one_chunk_in_plain_python_equals_the_vector_price(models, q, c, n):
             assert scalar == pytest.approx(vector, rel=1e-12)
 
 
-def test_surface_at_equals_the_surface(models):
+def test_surface_at_has_the_bits_of_the_surface(models):
     rng = np.random.default_rng(0)
     for cost in models:
         for surface in cost.pricer.surfaces.values():
             x = rng.uniform(-2, 18, size=(50, len(surface.features)))
-            assert [surface.at(row) for row in x] == pytest.approx(surface(x), rel=1e-12)
+            assert np.array_equal(_bits([surface.at(row) for row in x]), _bits(surface(x)))
+            # the interpolation through the fitting's design matrix: the same values
+            index, weight = surface._index_weights(x)
+            expected = np.einsum("nc,nc->n", surface.coef.ravel()[index], weight)
+            assert surface(x) == pytest.approx(expected, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    constant=st.lists(st.booleans(), min_size=4, max_size=4),
+    seed=st.integers(0, 2**31),
+    rows=st.integers(1, 5),
+)
+def test_a_rows_value_does_not_depend_on_the_rows_beside_it(models, constant, seed, rows):
+    """Each row of a surface's call gets the bits it gets alone, whether its columns are
+    constant down the call (folded once) or vary (folded per row)."""
+    rng = np.random.default_rng(seed)
+    for cost in models:
+        for surface in cost.pricer.surfaces.values():
+            width = len(surface.features)
+            x = rng.uniform(-2, 18, size=(rows, width))
+            for d in range(width):
+                if constant[d % 4]:
+                    x[:, d] = x[0, d]
+            together = surface(x)
+            alone = [surface(x[r : r + 1])[0] for r in range(rows)]
+            assert np.array_equal(_bits(together), _bits(alone))
 
 
 def test_context_table_is_the_function_it_tabulates():

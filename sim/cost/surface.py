@@ -53,27 +53,16 @@ class Surface:
             return base[:, None], np.ones((len(x), 1))
         weight = np.ones((len(x), len(offsets)))
         for j, (d, k, lo, hi, stride, last) in enumerate(cells):
-            column = x[:, d]
-            first = column[0]
-            if math.isfinite(first) and (column == first).all():
-                # one value down the column (a decode table's batch size and head shape):
-                # its cell and weights once, by the same operations, so the same bits
-                v = min(max(first, lo), hi)
-                i = min(max(int(k.searchsorted(v, side="right")) - 1, 0), last)
-                base += i * stride
-                f = (v - k[i]) / (k[i + 1] - k[i])
-                weight *= np.where(bits[:, j] == 1, f, 1 - f)
-                continue
-            v = np.minimum(np.maximum(column, lo), hi)
-            i = np.minimum(np.maximum(k.searchsorted(v, side="right") - 1, 0), last)
+            i, f, constant = _cell(x[:, d], k, lo, hi, last)
             base += i * stride
-            f = ((v - k[i]) / (k[i + 1] - k[i]))[:, None]
+            if not constant:
+                f = f[:, None]
             weight *= np.where(bits[:, j] == 1, f, 1 - f)
         return base[:, None] + offsets, weight
 
     def at(self, row) -> float:
-        """The value at one point (a sequence of features), in plain Python: the same
-        multilinear interpolation as __call__, for callers pricing one shape at a time."""
+        """The value at one point (a sequence of features), in plain Python: __call__'s
+        interpolation by the same operations in the same order, so the same bits."""
         cells, offsets, _ = _cells(self)
         coef = self.coef.ravel()
         base = 0
@@ -87,15 +76,49 @@ class Surface:
         if not cells:
             return float(coef[base])
         values = coef[base + offsets].tolist()
-        for f in fracs:  # fold one feature at a time: corners differing in it pair up
-            values = [a * (1 - f) + b * f for a, b in zip(values[0::2], values[1::2], strict=True)]
+        for f in reversed(fracs):  # the last feature first: its lower and upper corners pair up
+            half = len(values) // 2
+            pairs = zip(values[:half], values[half:], strict=True)
+            values = [a * (1 - f) + b * f for a, b in pairs]
         return values[0]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """Values at the rows of x (n x features)."""
+        """Values at the rows of x (n x features): multilinear interpolation folded one feature
+        at a time, from the last to the first, each fold a * (1 - f) + b * f between the cell's
+        lower and upper knot. A feature with one value down the column (a decode table's batch
+        size and head shape) takes its cell once, and trailing such features are folded on the
+        grid before any row is read; a row's value is the same bits whichever rows share its
+        call, whether or not a column is constant in it."""
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-        index, weight = self._index_weights(x)
-        return np.einsum("nc,nc->n", self.coef.ravel()[index], weight)
+        cells, _, _ = _cells(self)
+        n = len(x)
+        if not cells:
+            return np.full(n, self.coef.ravel()[0])
+        where = [_cell(x[:, d], k, lo, hi, last) for d, k, lo, hi, _, last in cells]
+        values = self.coef.reshape([len(c[1]) for c in cells])
+        j = len(cells) - 1
+        while j >= 0 and where[j][2]:  # trailing constant features: fold the grid itself
+            i, f, _ = where[j]
+            values = values[..., i] * (1 - f) + values[..., i + 1] * f
+            j -= 1
+        if j < 0:
+            return np.full(n, values)
+        flat = values.ravel()
+        if j == 0:  # one feature left: a line
+            i, f, _ = where[0]
+            return flat[i] * (1 - f) + flat[i + 1] * f
+        strides = [int(np.prod(values.shape[d + 1 :])) for d in range(j + 1)]
+        base = sum(where[d][0] * strides[d] for d in range(j + 1))
+        bits = (np.arange(2 ** (j + 1))[:, None] >> np.arange(j + 1)[None, :]) & 1
+        corners = flat[np.asarray(base)[..., None] + bits @ np.array(strides, dtype=np.int64)]
+        corners = np.broadcast_to(corners, (n, corners.shape[-1]))
+        for d in range(j, -1, -1):  # corner c holds bit d for feature d: the top bit first
+            i, f, constant = where[d]
+            if not constant:
+                f = f[:, None]
+            half = corners.shape[1] // 2
+            corners = corners[:, :half] * (1 - f) + corners[:, half:] * f
+        return corners[:, 0]
 
     def design(self, x: np.ndarray) -> sp.csr_matrix:
         """The sparse matrix B with B @ coef.ravel() == self(x)."""
@@ -159,6 +182,19 @@ class Surface:
         if bounds is not None:
             bounds = tuple((float(lo), float(hi)) for lo, hi in bounds)
         return cls(tuple(data["features"]), knots, coef.reshape(shape), bounds)
+
+
+def _cell(column: np.ndarray, k: np.ndarray, lo: float, hi: float, last: int) -> tuple:
+    """One feature's cell for each row: (knot index, fraction of the way to the next knot,
+    constant), scalars when the column holds one value, arrays otherwise."""
+    first = column[0]
+    if math.isfinite(first) and (column == first).all():
+        v = min(max(first, lo), hi)
+        i = min(max(int(k.searchsorted(v, side="right")) - 1, 0), last)
+        return i, (v - k[i]) / (k[i + 1] - k[i]), True
+    v = np.minimum(np.maximum(column, lo), hi)
+    i = np.minimum(np.maximum(k.searchsorted(v, side="right") - 1, 0), last)
+    return i, (v - k[i]) / (k[i + 1] - k[i]), False
 
 
 def _cells(surface: Surface) -> tuple[list, np.ndarray, np.ndarray]:
