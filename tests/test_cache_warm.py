@@ -29,7 +29,7 @@ def test_warming_caches_each_full_prompt_block_most_recent_last():
         kv.warm(r)
         kv.check_invariants()
     assert kv.num_used_blocks == 0 and len(kv.pool.cached) == 6
-    ids = [b.block_id for b in kv.pool.free_queue.values()]
+    ids = list(kv.pool.free_queue)
     assert ids == [1, 2, 3, 4, 5, 6]  # in the order warmed
     kv.warm(reqs[3])
     kv.check_invariants()
@@ -47,7 +47,7 @@ def test_warming_again_moves_a_prompt_to_the_tail():
     kv.warm(a)
     kv.warm(b)
     kv.warm(prompt(2, [1, 2, 3], 8))  # a again: most recently used now
-    order = [blk.block_hash for blk in kv.pool.free_queue.values()]
+    order = list(kv.pool.free_queue.values())  # their hashes
     assert order[-2:] == a.full_block_hashes(2, 4)
     kv.check_invariants()
 

@@ -38,7 +38,7 @@ class KVMachine(RuleBasedStateMachine):
         self.next_id += 1
         hits, num_hit = self.kv.get_computed_blocks(r)
         hashes = r.full_block_hashes(len(hits), b)
-        assert [blk.block_hash for blk in hits] == hashes[: len(hits)]  # hits are a prefix
+        assert [self.kv.pool.hash_of[blk] for blk in hits] == hashes[: len(hits)]  # a prefix
         assert num_hit <= r.num_tokens - 1
         before = self.kv.num_free_blocks
         got = self.kv.allocate_slots(
@@ -75,7 +75,7 @@ class KVMachine(RuleBasedStateMachine):
         tail_before = list(self.kv.pool.free_queue)
         self.kv.free(r)
         # blocks that became idle join the tail, the request's last block first
-        freed = [b.block_id for b in reversed(blocks) if b.ref_cnt == 0]
+        freed = [b for b in reversed(blocks) if self.kv.pool.ref[b] == 0]
         assert list(self.kv.pool.free_queue) == tail_before + freed
 
     @invariant()
@@ -93,14 +93,12 @@ TestKVMachine.settings = settings(max_examples=150, stateful_step_count=40, dead
 def test_eviction_takes_the_head_of_the_free_queue():
     pool = BlockPool(5)
     a = pool.get_new_blocks(4)
-    assert [b.block_id for b in a] == [1, 2, 3, 4]
+    assert a == [1, 2, 3, 4]
     pool.cache_full_block(a[0], 111)
     pool.free_blocks([a[2], a[0]])  # idle order: 3, then 1
     assert list(pool.free_queue) == [3, 1]
-    (first,) = pool.get_new_blocks(1)
-    assert first.block_id == 3 and pool.get_cached_block(111) is a[0]
-    (second,) = pool.get_new_blocks(1)
-    assert second.block_id == 1 and pool.get_cached_block(111) is None  # evicted on reuse
+    assert pool.get_new_blocks(1) == [3] and pool.get_cached_block(111) == 1
+    assert pool.get_new_blocks(1) == [1] and pool.get_cached_block(111) is None  # evicted
     pool.check_invariants()
 
 
@@ -117,22 +115,22 @@ def test_hand_worked_allocation_block_ids():
     kv = KVCacheManager(8, 4, True)
     a = req(0, [10, 11, 12], 10, 4)
     assert kv.get_computed_blocks(a) == ([], 0)
-    assert [b.block_id for b in kv.allocate_slots(a, 10)] == [1, 2, 3]
+    assert kv.allocate_slots(a, 10) == [1, 2, 3]
     b = req(1, [10, 11, 13], 11, 4)
     hits, n = kv.get_computed_blocks(b)
-    assert ([h.block_id for h in hits], n) == ([1, 2], 8)
-    assert [x.block_id for x in kv.allocate_slots(b, 3, hits, n)] == [4]
-    assert [kv.pool.blocks[i].ref_cnt for i in (1, 2, 3, 4)] == [2, 2, 1, 1]
+    assert (hits, n) == ([1, 2], 8)
+    assert kv.allocate_slots(b, 3, hits, n) == [4]
+    assert [kv.pool.ref_cnt(i) for i in (1, 2, 3, 4)] == [2, 2, 1, 1]
     kv.free(a)
     assert list(kv.pool.free_queue) == [5, 6, 7, 3]
     c = req(2, [20, 21, 22, 23], 16, 4)
-    assert [x.block_id for x in kv.allocate_slots(c, 16)] == [5, 6, 7, 3]
+    assert kv.allocate_slots(c, 16) == [5, 6, 7, 3]
     kv.free(b)
     assert list(kv.pool.free_queue) == [4, 2, 1]
     d = req(3, [10, 11, 14], 9, 4)
     hits, n = kv.get_computed_blocks(d)
-    assert ([h.block_id for h in hits], n) == ([1, 2], 8)
-    assert [x.block_id for x in kv.allocate_slots(d, 1, hits, n)] == [4]
+    assert (hits, n) == ([1, 2], 8)
+    assert kv.allocate_slots(d, 1, hits, n) == [4]
     assert list(kv.pool.free_queue) == []
     kv.check_invariants()
 
@@ -156,33 +154,50 @@ def test_full_sequence_must_fit_refuses_what_would_only_fit_a_chunk():
 @settings(max_examples=200, deadline=None)
 @given(
     num_blocks=st.integers(2, 40),
-    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 1000)), max_size=40),
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(("take", "free", "touch")), st.integers(0, 6), st.integers(0, 1000)
+        ),
+        max_size=40,
+    ),
     look=st.integers(0, 40),
 )
-def test_blocks_are_built_when_first_handed_out(num_blocks, ops, look):
-    """The pool builds a block only when it first hands it out, yet every call gives the
-    blocks the whole free queue of vLLM gives: never-used blocks first, by id, then freed ones
-    in the order they were freed (a reference queue of every block, kept alongside). Looking
-    at free_queue part way (it builds the rest) changes nothing after."""
+def test_the_free_queue_is_vllms(num_blocks, ops, look):
+    """Every call gives the blocks the whole free queue of vLLM gives, though never-used
+    blocks are not queued (ids from next_fresh on) and a block taken back from the middle by a
+    prefix hit (touch) leaves a stale entry behind: never-used blocks first, by id, then freed
+    ones in the order they were freed, less those touched (a reference queue of every block,
+    kept alongside). Looking at free_queue part way changes nothing after."""
     pool = BlockPool(num_blocks)
-    assert len(pool.blocks) == 1  # the null block only
+    assert pool.next_fresh == 1 and pool.num_free_blocks == num_blocks - 1
     queue = list(range(1, num_blocks))  # the reference: vLLM's queue, every block in it
+    refs = dict.fromkeys(queue, 0)  # and every block's references
     held: list = []
-    for k, (take, n, pick) in enumerate(ops):
+    for k, (op, n, pick) in enumerate(ops):
         if k == look:
             assert list(pool.free_queue) == queue
-        if take:
+        if op == "take":
             n = min(n, len(queue))
             got = pool.get_new_blocks(n)
-            assert [b.block_id for b in got] == queue[:n]
+            assert got == queue[:n]
             del queue[:n]
             held += got
-        elif held:
+            refs.update(dict.fromkeys(got, 1))
+        elif op == "free" and held:
             freed = [held.pop(pick % len(held)) for _ in range(min(n, len(held)))]
             pool.free_blocks(freed)
-            queue += [b.block_id for b in freed]
+            for block in freed:
+                refs[block] -= 1
+                if not refs[block]:
+                    queue.append(block)
+        elif op == "touch" and pool.next_fresh > 1:  # a hit on a block handed out before
+            block = 1 + pick % (pool.next_fresh - 1)
+            if not refs[block]:
+                queue.remove(block)
+            refs[block] += 1
+            pool.touch([block])
+            held.append(block)
         assert pool.num_free_blocks == len(queue)
-        assert len(pool.blocks) <= num_blocks
         pool.check_invariants()
     assert list(pool.free_queue) == queue
     pool.check_invariants()

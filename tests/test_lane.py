@@ -129,7 +129,7 @@ def test_lane_check_catches_a_stale_row():
 def _pool_state(kv) -> tuple:
     pool = kv.pool
     return (
-        {rid: [b.block_id for b in blocks] for rid, blocks in kv.req_blocks.items()},
+        {rid: list(blocks) for rid, blocks in kv.req_blocks.items()},
         [(h, list(same)) for h, same in pool.cached.items()],
         list(pool.free_queue),
         dict(kv.num_cached_blocks),

@@ -1,7 +1,7 @@
 """The KV cache: paged blocks with prefix caching, how many fit (the memory plan), the offload
 tiers below the GPU pool, and the KV a disaggregated prefill pool sends.
 
-    block_pool.py    BlockPool: blocks with ref_cnt and block_hash, the free queue in LRU order
+    block_pool.py    BlockPool: block ids, their reference counts and hashes, the LRU free queue
     manager.py       KVCacheManager: per-request block tables, prefix hits, allocate / free
     offload.py       OffloadTiers: CPU (and disk) tiers that evicted prefix blocks move to
     windows.py       how a release's allocator sizes windowed layers: every token or the window

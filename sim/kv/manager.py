@@ -1,13 +1,13 @@
 """Per-request block tables over a BlockPool, with prefix caching (vLLM V1's KVCacheManager).
 
 request tokens:  [ full | full | full | partial ]       block_size tokens per block
-block table:     [  b7  |  b3  |  b9  |   b12   ]
+block table:     [   7  |   3  |   9  |    12   ]       block ids (ints)
                    ^ cached (hashed) once full and computed
 """
 
 from __future__ import annotations
 
-from sim.kv.block_pool import Block, BlockPool
+from sim.kv.block_pool import BlockPool
 from sim.kv.memory import MemoryPlan
 from sim.kv.offload import OffloadTiers
 from sim.workload.request import Request
@@ -17,7 +17,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _hand_out(pool: BlockPool, tables: list[list[Block]]) -> None:
+def _hand_out(pool: BlockPool, tables: list[list[int]]) -> None:
     """A new block for each block table, in order, taken from the pool in one call."""
     for blocks, block in zip(tables, pool.get_new_blocks(len(tables)), strict=True):
         blocks.append(block)
@@ -38,7 +38,7 @@ class KVCacheManager:
         self.windowed = windowed
         self.block_size = block_size
         self.enable_caching = enable_caching
-        self.req_blocks: dict[int, list[Block]] = {}
+        self.req_blocks: dict[int, list[int]] = {}  # request id -> its block ids
         self.num_cached_blocks: dict[int, int] = {}
         self.private_from: dict[int, int] = {}  # request id -> its first private block
         self.lower_hits: dict[int, list[int]] = {}  # request id -> its prefix hits in the
@@ -56,7 +56,7 @@ class KVCacheManager:
     def usage(self) -> float:
         return self.pool.num_used_blocks / self.pool.num_usable_blocks
 
-    def get_computed_blocks(self, req: Request, admit: bool = True) -> tuple[list[Block], int]:
+    def get_computed_blocks(self, req: Request, admit: bool = True) -> tuple[list[int], int]:
         """Longest cached prefix of `req` in whole blocks, leaving one token to compute: the
         GPU pool's blocks, then content in the offload tiers (counted in the tokens, loaded
         when `req` is admitted with them; `admit=False`: a look only)."""
@@ -65,7 +65,7 @@ class KVCacheManager:
         max_blocks = (req.num_tokens - 1) // self.block_size
         if not req.num_preemptions:  # its private blocks were never hashed: no hit there
             max_blocks = min(max_blocks, self._first_private_block(req))
-        hits: list[Block] = []
+        hits: list[int] = []
         hashes = req.full_block_hashes(max_blocks, self.block_size)[:max_blocks]
         for block_hash in hashes:
             block = self.pool.get_cached_block(block_hash)
@@ -87,10 +87,10 @@ class KVCacheManager:
         self,
         req: Request,
         num_new_tokens: int,
-        new_computed_blocks: list[Block] = (),
+        new_computed_blocks: list[int] = (),
         num_new_computed_tokens: int = 0,
         full_sequence_must_fit: bool = False,
-    ) -> list[Block] | None:
+    ) -> list[int] | None:
         """Blocks for `num_new_tokens` more tokens of `req`, or None if the pool cannot hold them.
 
         `new_computed_blocks` are prefix hits from get_computed_blocks (waiting requests only).
@@ -106,7 +106,7 @@ class KVCacheManager:
         num_computed = req.num_computed_tokens + num_new_computed_tokens
         held = len(blocks) + len(new_computed_blocks)
         num_new_blocks = self.blocks_for(num_computed + num_new_tokens) - held
-        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        num_evictable_hits = self.pool.num_idle(new_computed_blocks)
         available = self.pool.num_free_blocks - num_evictable_hits
         needed = num_new_blocks
         if full_sequence_must_fit:
@@ -246,7 +246,7 @@ class KVCacheManager:
         num_full = req.prompt_len // self.block_size
         for block_hash in req.full_block_hashes(num_full, self.block_size)[:num_full]:
             block = pool.get_cached_block(block_hash)
-            if block is not None and block.ref_cnt == 0:
+            if block is not None and pool.ref[block] == 0:
                 pool.touch([block])  # out of the queue, back in at its tail
             elif block is None:
                 (block,) = pool.get_new_blocks(1)
@@ -285,13 +285,14 @@ class KVCacheManager:
             self.pool.lower.check_invariants(self.pool.cached.keys())
         refs: dict[int, int] = {}
         for blocks in self.req_blocks.values():
+            assert len(set(blocks)) == len(blocks), blocks
             for block in blocks:
-                refs[block.block_id] = refs.get(block.block_id, 0) + 1
-        for block in self.pool.blocks[1:]:
-            assert block.ref_cnt == refs.get(block.block_id, 0), (block, refs.get(block.block_id))
+                refs[block] = refs.get(block, 0) + 1
+        for block in range(1, self.pool.next_fresh):  # (the pool checks the never-used ones)
+            assert self.pool.ref[block] == refs.get(block, 0), (block, refs.get(block))
         for req_id, num_cached in self.num_cached_blocks.items():
             blocks = self.req_blocks[req_id]
             assert num_cached <= len(blocks)
             # hashed when filled, up to the private blocks (hashed only on preemption)
             hashed = min(num_cached, self.private_from.get(req_id, num_cached))
-            assert all(b.block_hash is not None for b in blocks[:hashed])
+            assert all(b in self.pool.hash_of for b in blocks[:hashed])

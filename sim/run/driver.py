@@ -298,7 +298,7 @@ def check_conservation(outcome: RunOutcome, engines: list[Engine]) -> dict:
             problems.append(f"replica {e.replica} holds requests not in flight, or another's")
         held |= mine
         null = e.kv.pool.null_block
-        blocks = {b.block_id for bl in e.kv.req_blocks.values() for b in bl if b is not null}
+        blocks = {b for bl in e.kv.req_blocks.values() for b in bl if b != null}
         if not set(e.kv.req_blocks) <= mine or len(blocks) != e.kv.num_used_blocks:
             problems.append(
                 f"replica {e.replica}: {e.kv.num_used_blocks} KV blocks in use, "

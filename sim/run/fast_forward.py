@@ -132,10 +132,11 @@ class _Run:
                 freed += self.held[i]
                 continue
             blocks = kv.req_blocks[self.running[i].request_id]
+            ref = kv.pool.ref
             for block in blocks:  # shared prefix blocks go free with their last holder
-                drop = unref.get(block.block_id, 0) + 1
-                unref[block.block_id] = drop
-                if block.ref_cnt == drop:
+                drop = unref.get(block, 0) + 1
+                unref[block] = drop
+                if ref[block] == drop:
                     freed += 1
             freed += self.held[i] - len(blocks)  # taken in this run: private
         self.free += freed

@@ -110,7 +110,7 @@ class TrtllmScheduler(SchedulerBase):
                 break
             n = min(n, budget)
             if self.no_evict:  # the whole sequence; prefix hits are not credited (C++ check)
-                evictable_hits = sum(1 for b in hits if b.ref_cnt == 0)
+                evictable_hits = self.kv.pool.num_idle(hits)
                 if self._full_blocks(req) > self.kv.num_free_blocks - evictable_hits - outstanding:
                     break
             reserve = req.prompt_len + req.max_output_len - num_hit_tokens
