@@ -3,6 +3,7 @@ bytes as drawn here, a worker's error raised here, a dead worker's figure drawn 
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import replace
 
@@ -42,6 +43,14 @@ def test_a_workers_error_is_raised_here():
         with pytest.raises(TypeError):
             pending.result()
         assert ok.result() == 5.0  # the worker goes on after a failed figure
+
+
+def test_a_worker_keeps_its_imports_out_of_the_collectors_reach():
+    """After its imports a worker freezes what exists (gc.freeze): its collections while it
+    draws visit the figure's objects only."""
+    before = gc.get_freeze_count()  # what this process froze, the worker's from its fork
+    with PlotWorkers(1, ("sim.report.run_plots",)) as workers:
+        assert workers.submit("gc", "get_freeze_count").result() > before
 
 
 def test_a_dead_workers_figure_is_drawn_here(monkeypatch):

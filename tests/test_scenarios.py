@@ -32,3 +32,35 @@ def test_scenarios_show_their_mechanism():
     assert simulate(turns).summary["sim"]["prefix_cache_hit_rate"] > 0.3
     (over,) = check_overrides(["scenario=overload", "workload.num_requests=400"])
     assert simulate(over).summary["sim"]["preemptions"] > 0
+
+
+FREEZE_CHECK = """
+import gc, sys, weakref
+from sim.scenarios import runner
+
+class Node:
+    pass
+
+a, b = Node(), Node()
+a.other, b.other = b, a  # a cycle, unreachable once the names go
+gone = weakref.ref(a)
+del a, b
+frozen = gc.get_freeze_count()
+runner.freeze_start_up()
+assert gone() is None, "start-up garbage kept"
+assert gc.get_freeze_count() > frozen, "nothing frozen"
+after = gc.get_freeze_count()
+runner.freeze_start_up()  # once per process
+assert gc.get_freeze_count() == after
+"""
+
+
+def test_start_up_garbage_is_collected_and_the_rest_frozen():
+    """freeze_start_up (sim/scenarios/runner.py): the garbage start-up left is freed (a young
+    collection), what lives is frozen, once per process. In a fresh process: gc.freeze is
+    process-wide."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FREEZE_CHECK], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
