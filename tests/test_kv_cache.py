@@ -120,7 +120,7 @@ def test_hand_worked_allocation_block_ids():
     hits, n = kv.get_computed_blocks(b)
     assert (hits, n) == ([1, 2], 8)
     assert kv.allocate_slots(b, 3, hits, n) == [4]
-    assert [kv.pool.ref_cnt(i) for i in (1, 2, 3, 4)] == [2, 2, 1, 1]
+    assert [kv.pool.ref[i] for i in (1, 2, 3, 4)] == [2, 2, 1, 1]
     kv.free(a)
     assert list(kv.pool.free_queue) == [5, 6, 7, 3]
     c = req(2, [20, 21, 22, 23], 16, 4)

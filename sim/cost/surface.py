@@ -110,8 +110,8 @@ class Surface:
         strides = [int(np.prod(values.shape[d + 1 :])) for d in range(j + 1)]
         base = sum(where[d][0] * strides[d] for d in range(j + 1))
         bits = (np.arange(2 ** (j + 1))[:, None] >> np.arange(j + 1)[None, :]) & 1
-        corners = flat[np.asarray(base)[..., None] + bits @ np.array(strides, dtype=np.int64)]
-        corners = np.broadcast_to(corners, (n, corners.shape[-1]))
+        # (feature j varies down the call, so base is an array: corners are n x 2 ** (j + 1))
+        corners = flat[base[:, None] + bits @ np.array(strides, dtype=np.int64)]
         for d in range(j, -1, -1):  # corner c holds bit d for feature d: the top bit first
             i, f, constant = where[d]
             if not constant:

@@ -72,9 +72,6 @@ class BlockPool:
         ids = [*range(self.next_fresh, self.num_blocks), *live]
         return OrderedDict((b, self.hash_of.get(b)) for b in ids)
 
-    def ref_cnt(self, block: int) -> int:
-        return self.ref[block]
-
     def num_idle(self, blocks: list[int]) -> int:
         """How many of `blocks` are free (prefix hits a request would take off the queue)."""
         ref = self.ref

@@ -125,6 +125,7 @@ class _Run:
         just recorded: out of the batch, their blocks freed after that step (the step's
         kv_used and num_running rows count them out, as update_from_output does)."""
         kv, unref = self.kv, self.unref
+        ref = kv.pool.ref
         freed = 0
         for i in done:
             self.calls.append((i, FINISH, 0, 0))
@@ -132,7 +133,6 @@ class _Run:
                 freed += self.held[i]
                 continue
             blocks = kv.req_blocks[self.running[i].request_id]
-            ref = kv.pool.ref
             for block in blocks:  # shared prefix blocks go free with their last holder
                 drop = unref.get(block, 0) + 1
                 unref[block] = drop
