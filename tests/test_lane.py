@@ -43,6 +43,9 @@ CASES = {
         "engine_args.kv_offload_cpu_bytes=536870912",
     ],
     "disagg": FF_CASES["vllm-v1-disagg-short-of-blocks"],
+    # requests in flight at the stop are read as the lane holds them (the driver syncs it)
+    "time-limit": FF_CASES["vllm-v1-time-limit"],
+    "two-replicas": ["parallel.dp=2"],
 }
 
 
@@ -180,7 +183,7 @@ def test_grow_decodes_makes_the_pool_calls_grow_makes(seed):
                 continue
             for r in rows:
                 assert a.grow(r, 1)
-            b.grow_decodes(rows, takes)
+            b.grow_decodes(rows, takes, [r.num_computed_tokens for r in rows])
             for r in live:  # the token computed, and the next one sampled
                 r.num_computed_tokens += 1
                 r.num_output_tokens += 1

@@ -155,9 +155,11 @@ class KVCacheManager:
             self._cache_full_blocks(req, end if end < num_tokens else num_tokens)
         return True
 
-    def grow_decodes(self, reqs: list[Request], new_block: list[bool]) -> None:
+    def grow_decodes(self, reqs: list[Request], new_block: list[bool], computed: list[int]) -> None:
         """grow(req, 1) for each of `reqs` in order, each computing one token it knows (a
-        decode, or a prefill's one-token chunk) that takes a block (`new_block`) or fills one,
+        decode, or a prefill's one-token chunk) after its `computed` tokens (what grow reads
+        from req.num_computed_tokens: vLLM V1's lane holds it apart from the object), that
+        takes a block (`new_block`) or fills one,
         where the pool has every block they take (the caller counted them free): the
         same pool calls in the same order, consecutive takes as one (the pool hands out the
         same blocks), and a filled block's hash counted without a call where it is private
@@ -168,12 +170,12 @@ class KVCacheManager:
             for req in reqs:
                 self.lower_hits.pop(req.request_id, None)
         pending: list[list] = []  # block tables waiting for a block, in order
-        for req, takes in zip(reqs, new_block, strict=True):
+        for req, takes, c in zip(reqs, new_block, computed, strict=True):
             if takes:
                 pending.append(req_blocks[req.request_id])
             if not self.enable_caching:
                 continue
-            filled = self._filled(req, req.num_computed_tokens + 1)
+            filled = self._filled(req, c + 1)
             if filled is None:
                 continue
             start, stop, num_full = filled

@@ -267,6 +267,8 @@ def run_disagg(
         env.process(decode_replica(e))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
+    for e in [*prefill, *decode]:  # requests in flight as they stand (a time limit)
+        e.scheduler.sync_requests()
     outcome = d.outcome(env.now)
     return DisaggOutcome(outcome, t)
 

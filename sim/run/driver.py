@@ -206,6 +206,8 @@ def run_simpy(
             env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
+    for engine in engines:  # requests in flight as they stand (a time limit)
+        engine.scheduler.sync_requests()
     return d.d.outcome(env.now)
 
 
@@ -238,6 +240,7 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
             now = max(send_s, now)
         else:
             break
+    engine.scheduler.sync_requests()  # requests in flight as they stand (a time limit)
     return d.d.outcome(now)
 
 

@@ -48,6 +48,7 @@ from sim.cost.step import CostModel
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.run.metrics import StepLog
 from sim.schedulers.base import Scheduler
+from sim.schedulers.lane import Lane
 from sim.workload.request import Request
 
 
@@ -77,18 +78,23 @@ class _Run:
     order), which loses a request when it finishes (when the engine lets runs go on past
     finishes: Engine.finish_inside_runs)."""
 
-    def __init__(self, engine: Engine, now: float, finishes: bool):
+    def __init__(self, engine: Engine, now: float, finishes: bool, lane: Lane | None):
         self.running: list[Request] = list(engine.scheduler.running)
         r = self.running
         self.alive = list(range(len(r)))
         self.finishes = finishes
-        self.computed = [q.num_computed_tokens for q in r]
-        self.outputs = [q.num_output_tokens for q in r]
+        if lane is None:  # the objects hold the counters
+            self.computed = [q.num_computed_tokens for q in r]
+            self.outputs = [q.num_output_tokens for q in r]
+            blocks = engine.kv.req_blocks
+            self.held = [len(blocks[q.request_id]) for q in r]
+            self.last_s = [q.last_token_s for q in r]
+        else:  # the lane holds them (Scheduler.running_lane)
+            self.computed, self.outputs = lane.c.tolist(), lane.out.tolist()
+            self.held = lane.held.tolist()
+            self.last_s = [None if x != x else x for x in lane.last.tolist()]  # NaN: none yet
         self.prompts = [q.prompt_len for q in r]
         self.limits = [q.max_output_len for q in r]
-        blocks = engine.kv.req_blocks
-        self.held = [len(blocks[q.request_id]) for q in r]
-        self.last_s = [q.last_token_s for q in r]
         # requests not yet decoding one token a step (a prefill in progress): a decoding
         # request stays so, a prefill joins it when it catches up (_chunk_steps)
         self.prefilling = {
@@ -163,16 +169,24 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
     running = sched.running
     if not running or horizon <= now:
         return None
-    newest = running[-1]  # a prefill in progress is usually the newest request's
-    chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
+    lane = sched.running_lane()  # None: the Request objects hold the counters
+    if lane is None:  # a prefill in progress is usually the newest request's
+        newest = running[-1]
+        chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
+    else:
+        chunked = int(lane.t[-1]) - int(lane.c[-1]) != 1
     if not (sched.chunked_run() if chunked else sched.decode_run()):
         return None
     finishes = engine.finish_inside_runs and sched.finish_inside_runs()
     if not (chunked or finishes):  # a finish within MIN_DECODE_STEPS rules a decode run out
-        for r in running:
-            if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
+        if lane is not None:
+            if np.count_nonzero(lane.limit - lane.out <= MIN_DECODE_STEPS):
                 return None
-    run = _Run(engine, now, finishes)
+        else:
+            for r in running:
+                if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
+                    return None
+    run = _Run(engine, now, finishes, lane)
     if not run.pure_decode():
         if not chunked:
             return None

@@ -28,6 +28,7 @@ import numpy as np
 from sim.engines.settings import EngineSettings
 from sim.engines.speculative import accepted, drafts_per_step, profile
 from sim.kv.manager import KVCacheManager
+from sim.schedulers.lane import Lane
 from sim.workload.records import ItlLog
 from sim.workload.request import Request, Status
 
@@ -100,6 +101,10 @@ class Scheduler(Protocol):
     def finish_inside_runs(self) -> bool: ...
 
     def finish(self, req: Request, end_s: float) -> None: ...
+
+    def sync_requests(self) -> None: ...
+
+    def running_lane(self) -> Lane | None: ...
 
     def check_invariants(self) -> None: ...
 
@@ -338,6 +343,17 @@ class SchedulerBase:
         blocks they free, and the family keeps no state of its own per finish). Families
         that cannot say keep the default: never."""
         return False
+
+    def sync_requests(self) -> None:
+        """Write back to the Request objects whatever counters the family holds apart from
+        them (vLLM V1's lane, sim/schedulers/lane.py): the driver calls it when a run ends,
+        before it reads requests in flight. Families that keep none: nothing to do."""
+
+    def running_lane(self) -> Lane | None:
+        """The running requests as arrays (sim/schedulers/lane.py), where the family keeps
+        them so and the lane holds their counters apart from the objects: fast-forward reads
+        them there, and writes every request back itself. None: the objects hold them."""
+        return None
 
     def chunked_run(self) -> bool:
         """Whether nothing but the running requests' own progress decides the next steps

@@ -7,12 +7,18 @@ few vector operations over every running request instead of a Python loop over t
     held   blocks held                  last   last_token_s (NaN: none yet)
     npre   num_preemptions              measured  request_id >= the ItlLog's measure_from
 
-The Request objects stay the truth every other part reads: each step writes their counters
-back (a store per request, far cheaper than the scheduling logic per request). The lane is
-built from them when the running list is not the one it mirrors, or after anything but the
-lane changed them (the scheduler drops it: a step scheduled through objects, a preemption, a
-fast-forwarded run). A step goes through the lane only when it cannot preempt: the blocks its
-rows need are all free (otherwise VllmV1Scheduler schedules it through objects, as before).
+While the lane runs, it holds the truth of three counters of its requests (c, out, last:
+num_computed_tokens, num_output_tokens, last_token_s); the Request objects' own are written
+back only where something else reads them: a request that finishes (before it is let go),
+one whose blocks grow one request at a time (the pool reads them), every row when the lane
+is dropped or replaced (sync()), and at the end of a run (the driver syncs its engines). A
+step thus stores nothing per running request. Fast-forward reads the counters from the lane
+(VllmV1Scheduler.running_lane) and writes every request back itself. The lane is built from
+the objects when the running list is not the one it mirrors, or after anything but the lane
+changed them (the scheduler syncs and drops it: a step scheduled through objects, a
+preemption; a fast-forwarded run drops it without a sync, having written every request).
+A step goes through the lane only when it cannot preempt: the blocks its rows need are all
+free (otherwise VllmV1Scheduler schedules it through objects, as before).
 Every figure is the one the object path computes (tests/test_lane.py runs both).
 """
 
@@ -73,6 +79,16 @@ class Lane:
         keep[rows] = False
         for name in FIELDS:
             setattr(self, name, getattr(self, name)[keep])
+
+    def sync(self) -> None:
+        """Write the lane's counters back to its requests (by identity, whatever the running
+        list holds now)."""
+        for req, c, out, last in zip(
+            self.requests, self.c.tolist(), self.out.tolist(), self.last.tolist(), strict=True
+        ):
+            req.num_computed_tokens = c
+            req.num_output_tokens = out
+            req.last_token_s = None if last != last else last  # NaN: none yet
 
     def check(self, running: list[Request], req_blocks: dict) -> None:
         """The lane mirrors the running requests (check_invariants)."""

@@ -34,12 +34,26 @@ class VllmV1Scheduler(SchedulerBase):
         if len(running) >= LANE_MIN and not self.spec_k and self.kv.windowed is None:
             lane = self.lane
             if lane is None or lane.requests != running:
+                if lane is not None:
+                    lane.sync()
                 lane = self.lane = Lane(running, self.kv.req_blocks, self.itl.measure_from)
             plan = self._schedule_lane(lane, now)
             if plan is not None:
                 return plan
+        self.sync_requests()
         self.lane = None
         return self._schedule_objects(now)
+
+    def sync_requests(self) -> None:
+        if self.lane is not None:
+            self.lane.sync()
+
+    def running_lane(self) -> Lane | None:
+        lane = self.lane
+        if lane is not None and lane.requests != self.running:  # stale: the next step would
+            lane.sync()  # rebuild it
+            lane = self.lane = None
+        return lane
 
     def _schedule_lane(self, lane: Lane, now: float) -> StepPlan | None:
         """schedule() through the lane: the same plan, the same pool calls in the same order,
@@ -75,11 +89,14 @@ class VllmV1Scheduler(SchedulerBase):
                 return None
             if bs > 1 and not np.count_nonzero(n[at] != 1):  # decodes: batched, the same calls
                 takes = (need[at] > held[at]).tolist()
-                kv.grow_decodes([running[i] for i in at.tolist()], takes)
+                kv.grow_decodes([running[i] for i in at.tolist()], takes, c[at].tolist())
             else:
                 for i in at.tolist():
-                    if not kv.grow(running[i], int(n[i])):  # (the blocks were counted free)
-                        raise RuntimeError(f"request {running[i].request_id} found no block")
+                    req = running[i]  # grow reads its counters: the lane's, written back
+                    req.num_computed_tokens = int(c[i])
+                    req.num_output_tokens = int(lane.out[i])
+                    if not kv.grow(req, int(n[i])):  # (the blocks were counted free)
+                        raise RuntimeError(f"request {req.request_id} found no block")
             np.maximum(held, need, out=held)
         ones = n == 1
         num_decode = np.count_nonzero(ones & (lane.out > 0))
@@ -93,16 +110,12 @@ class VllmV1Scheduler(SchedulerBase):
             new_tokens = n.tolist()
             contexts = c.tolist()
             preemptions = lane.npre.tolist()
-            for req, x in zip(reqs, end.tolist(), strict=True):
-                req.num_computed_tokens = x
         else:
             rows = n.nonzero()[0]
             reqs = [running[i] for i in rows.tolist()]
             new_tokens = n[rows].tolist()
             contexts = c[rows].tolist()
             preemptions = lane.npre[rows].tolist()
-            for req, x in zip(reqs, end[rows].tolist(), strict=True):
-                req.num_computed_tokens = x
         if budget > 0:  # the waiting queue, as _plan plans the admitted
             if self.ready:
                 budget = self._admit_ready(now, budget, reqs, new_tokens)
@@ -145,6 +158,7 @@ class VllmV1Scheduler(SchedulerBase):
     def update_from_output(self, plan: StepPlan, end_s: float) -> list[Request]:
         lane = self.lane
         if plan is not self._lane_plan or lane is None or lane.requests != self.running:
+            self.sync_requests()
             self.lane = self._lane_plan = None
             return super().update_from_output(plan, end_s)
         self._lane_plan = None
@@ -179,16 +193,16 @@ class VllmV1Scheduler(SchedulerBase):
                     req.first_token_s = end_s
                 elif req.request_id >= measure_from:
                     gaps.append(end_s - req.last_token_s)
-        for req, o in zip(reqs, out.tolist(), strict=True):
-            req.num_output_tokens = o
-            req.last_token_s = end_s
         self.show_gaps(gaps)
         done = out >= (lane.limit if whole else lane.limit[caught])
         if not np.count_nonzero(done):
             return []
         gone = caught[done].tolist()
         finished = [lane_reqs[i] for i in gone]
-        for req in finished:
+        for req, i in zip(finished, gone, strict=True):  # its counters, then let go
+            req.num_computed_tokens = int(lane.c[i])
+            req.num_output_tokens = int(lane.out[i])
+            req.last_token_s = end_s
             self.finish(req, end_s)
         running = self.running
         for i in reversed(gone):
@@ -197,7 +211,9 @@ class VllmV1Scheduler(SchedulerBase):
         return finished
 
     def advance_decode_state(self, num_steps: int) -> None:
-        self.lane = None  # a fast-forwarded run moved the requests on: built again
+        # a fast-forwarded run moved the requests on and wrote every one back (it read the
+        # lane's counters: running_lane): built again, without a sync
+        self.lane = None
 
     def _schedule_objects(self, now: float) -> StepPlan:
         budget = self.max_num_batched_tokens
@@ -315,6 +331,7 @@ class VllmV1Scheduler(SchedulerBase):
             budget -= n
 
     def check_invariants(self) -> None:
+        self.sync_requests()  # the objects' counters as the lane holds them
         super().check_invariants()
         if self.lane is not None and self.lane.requests == self.running:
             self.lane.check(self.running, self.kv.req_blocks)
