@@ -282,10 +282,10 @@ def _split_timers() -> dict:
             timers["step_in_run"]["s"] += dt
         return out
 
-    def timed_forward(engine, now, horizon):
+    def timed_forward(engine, now, horizon, *feed):
         t = time.perf_counter()
         inside[0] = True
-        out = forward(engine, now, horizon)
+        out = forward(engine, now, horizon, *feed)
         inside[0] = False
         if out is not None:
             timers["run"]["n"] += 1

@@ -12,6 +12,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.config import SimConfig
 from sim.run.driver import run_loop
@@ -67,6 +69,26 @@ CASES = {
         "workload.rate=40",
     ],
     "vllm-v1-sliding-window-prefix-sharing": ["model=gpt-oss-20b", "scenario=prefix_sharing"],
+    # no prefix cache: runs admit the waiting requests themselves (Scheduler.admits_in_runs)
+    "vllm-v1-no-prefix-caching": ["engine_args.enable_prefix_caching=false"],
+    "vllm-v1-no-prefix-caching-short-of-blocks": [
+        "engine_args.enable_prefix_caching=false",
+        "engine_args.num_gpu_blocks_override=600",
+        "engine_args.max_model_len=8192",
+        "workload.rate=40",
+    ],
+    "vllm-v1-no-prefix-caching-small-budget": [
+        "engine_args.enable_prefix_caching=false",
+        "engine_args.scheduler_reserve_full_isl=false",
+        "engine_args.max_num_batched_tokens=256",
+        "engine_args.max_num_seqs=16",
+        "engine_args.long_prefill_token_threshold=96",
+        "workload.rate=30",
+    ],
+    "vllm-v1-no-prefix-caching-time-limit": [
+        "engine_args.enable_prefix_caching=false",
+        "max_sim_time_s=4",
+    ],
     # disaggregated: the decode replicas fast-forward, admitting KV transfers between steps
     "vllm-v1-disagg-short-of-blocks": [
         "scenario=disagg",
@@ -128,7 +150,7 @@ def test_plain_loop_fast_forwards_the_same():
 @pytest.mark.parametrize("small", [0, 10**9])
 def test_both_ways_of_pricing_a_run_agree(small, tmp_path, monkeypatch):
     """Runs priced in one numpy call (small=0) or step by step in Python (all runs small)."""
-    monkeypatch.setattr("sim.run.fast_forward.PYTHON_ROWS", small)
+    monkeypatch.setattr("sim.run.run_rows.PYTHON_ROWS", small)
     common = ["output.report=false", "workload.num_requests=120", "scenario=multi_turn"]
     step = _run(tmp_path, "step", monkeypatch, *common, "fast_forward=false")
     jump = _run(tmp_path, "jump", monkeypatch, *common, "fast_forward=true")
@@ -143,9 +165,9 @@ def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
     import sim.run.fast_forward as ff
 
     finishes = []
-    finish = ff._Run.finish
+    finish = ff.Run.finish
     monkeypatch.setattr(
-        ff._Run, "finish", lambda run, done: (finishes.append(len(done)), finish(run, done))[1]
+        ff.Run, "finish", lambda run, done: (finishes.append(len(done)), finish(run, done))[1]
     )
 
     def run(ff_on: bool, **workload):
@@ -170,3 +192,148 @@ def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
     finishes.clear()
     _, _, capped = run(True, kind="closed_loop", concurrency=8)
     assert not capped.finish_inside_runs and not finishes
+
+
+@pytest.mark.parametrize(
+    ("reserve", "blocks", "preempts"),
+    [(True, 2000, False), (False, 2000, False), (True, 260, True)],
+)
+def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
+    monkeypatch, reserve, blocks, preempts
+):
+    """Without a prefix cache a fast-forwarded run admits the waiting requests itself (vLLM
+    V1's FCFS admission: each a chunk of min(threshold, budget), while sequence slots and
+    blocks allow): the same requests and steps as step by step, with few steps stepped alone
+    where blocks suffice, and with a pool short enough to preempt (preempted requests are
+    admitted again, in runs where the blocks allow)."""
+    import sim.run.engine as engine_module
+    import sim.run.fast_forward as ff
+
+    admitted, single = [], [0]
+    plan = ff._admissions
+
+    def counted(*args):
+        got = plan(*args)
+        admitted.append(len(got or ()))
+        return got
+
+    monkeypatch.setattr(ff, "_admissions", counted)
+    step = engine_module.Engine.step
+
+    def stepped(self, now):
+        single[0] += 1
+        return step(self, now)
+
+    monkeypatch.setattr(engine_module.Engine, "step", stepped)
+
+    def run(ff_on: bool):
+        cfg = SimConfig.from_mapping(
+            {
+                "cost_profile": "prior",
+                "fast_forward": ff_on,
+                "engine_args": {
+                    "enable_prefix_caching": False,
+                    "scheduler_reserve_full_isl": reserve,
+                    "num_gpu_blocks_override": blocks,
+                    "max_model_len": 4096,
+                    "max_num_batched_tokens": 256,
+                    "max_num_seqs": 24,
+                    "long_prefill_token_threshold": 100,
+                },
+                "workload": {"num_requests": 160, "rate": 20.0, "input_len": 300},
+            }
+        )
+        setup = Setup.from_config(cfg)
+        log = StepLog()
+        engine = setup.engines(log)[0]
+        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
+        return outcome.records, log.frame(), engine
+
+    (ra, sa, a), steps_alone = run(False), single[0]
+    single[0] = 0
+    rb, sb, _ = run(True)
+    assert (a.scheduler.num_preemptions > 0) == preempts
+    assert sum(admitted) > 40, admitted
+    if not preempts:
+        assert single[0] < steps_alone / 5, (single[0], steps_alone)
+    assert sa.equals(sb)
+    for field in ("finish_s", "first_token_s", "first_scheduled_s", "output_tokens", "status"):
+        assert getattr(ra, field).tobytes() == getattr(rb, field).tobytes(), field
+
+
+@pytest.mark.parametrize(("blocks", "max_steps"), [(None, 2048), (260, 2048), (None, 7)])
+def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, max_steps):
+    """One replica without a prefix cache, a concurrency cap or a time limit: run_simpy hands
+    it its arrivals (Engine.takes_arrivals), so runs go on past them, admitting them as they
+    come, and a few calls cover the whole workload (with blocks to spare); requests rejected
+    on arrival inside runs are counted; with a pool short enough to preempt, the steps after
+    runs (and after runs cut at MAX_RUN_STEPS) see the requests that arrived by then. The
+    requests, steps and gaps between tokens are those of step by step."""
+    import sim.run.engine as engine_module
+    from sim.run.driver import check_conservation, run_simpy
+    from sim.workload.records import merged
+
+    calls = [0]
+    advance = engine_module.Engine.advance
+
+    def counted(self, now, horizon, feed=None):
+        calls[0] += 1
+        return advance(self, now, horizon, feed)
+
+    monkeypatch.setattr(engine_module.Engine, "advance", counted)
+    monkeypatch.setattr("sim.run.fast_forward.MAX_RUN_STEPS", max_steps)
+
+    def run(ff_on: bool):
+        cfg = SimConfig.from_mapping(
+            {
+                "cost_profile": "prior",
+                "fast_forward": ff_on,
+                "engine_args": {
+                    "enable_prefix_caching": False,
+                    "max_model_len": 900,
+                    "num_gpu_blocks_override": blocks,
+                },
+                "workload": {
+                    "num_requests": 300,
+                    "rate": 20.0,
+                    "input_len": 300,
+                    "output_len": 120,
+                    "length_dist": "lognormal",
+                },
+            }
+        )
+        setup = Setup.from_config(cfg)
+        log = StepLog()
+        engines = setup.engines(log)
+        calls[0] = 0
+        outcome = run_simpy(generate(cfg.workload, np.random.default_rng(0)), engines)
+        check_conservation(outcome, engines)
+        return outcome, log.frame(), engines[0], calls[0]
+
+    (a, sa, ea, step_calls), (b, sb, eb, run_calls) = run(False), run(True)
+    assert not ea.takes_arrivals and eb.takes_arrivals
+    assert (eb.scheduler.num_preemptions > 0) == (blocks is not None)
+    if blocks is None and max_steps > 100:
+        assert run_calls * 20 < step_calls, (run_calls, step_calls)
+    rejected = [r for r in b.requests if r.status.value == "rejected"]
+    assert rejected and a.end_s == b.end_s
+    assert sa.equals(sb)
+    fields = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "output_tokens")
+    for field in (*fields, "status"):
+        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+    for x, y in zip(merged([ea.scheduler.itl]), merged([eb.scheduler.itl]), strict=True):
+        assert x.tobytes() == y.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    now=st.floats(0, 1e7, allow_nan=False),
+    ahead=st.floats(0, 1e7, allow_nan=False),
+)
+def test_a_wait_until_lands_on_the_time_itself(now, ahead):
+    """delay_until: a process waiting from `now` wakes at `t` exactly (simpy adds the delay)."""
+    from sim.run.driver import delay_until
+
+    t = now + ahead
+    d = delay_until(now, t)
+    assert d >= 0 and now + d == t

@@ -23,7 +23,12 @@ from tests.test_fast_forward import CASES as FF_CASES
 CASES = {
     "default": [],
     "prefix-sharing": FF_CASES["vllm-v1-prefix-sharing"],
-    "no-prefix-caching": ["engine_args.enable_prefix_caching=false"],
+    # (short of blocks: without a prefix cache fast-forwarded runs admit the waiting requests
+    # themselves, and with fast-forward on few steps are left to the scheduler otherwise)
+    "no-prefix-caching": [
+        "engine_args.enable_prefix_caching=false",
+        *FF_CASES["vllm-v1-short-of-blocks"],
+    ],
     # the budget cuts the running requests (chunked prefills beside decodes) and a threshold
     "small-budget": [
         "engine_args.max_num_batched_tokens=256",

@@ -72,6 +72,30 @@ class _Sender:
             self.last_free_s = now
 
 
+class _Feed:
+    """A lone replica's arrivals, sent by the replica itself (Engine.takes_arrivals: one
+    replica, no concurrency cap, no time limit) before each step that starts at or after them,
+    so fast-forwarded runs go on past arrivals. Each is sent when the arrivals process would
+    send it: one timeout after the previous send, t + (arrival - t), or at t when it is due
+    already (the same floats, so the same requests' times)."""
+
+    def __init__(self, sender: _Sender):
+        self.sender = sender
+        self.last_s = 0.0  # the previous send (the arrivals process starts at 0)
+
+    def next_s(self) -> float | None:
+        due = self.sender.next_send_s()
+        if due is None:
+            return None
+        t = self.last_s
+        return t + (due - t) if due > t else t
+
+    def send_until(self, t: float) -> None:
+        while (send_s := self.next_s()) is not None and send_s <= t:
+            self.sender.send(send_s)
+            self.last_s = send_s
+
+
 def run_simpy(
     workload: Workload,
     engines: list[Engine],
@@ -86,6 +110,14 @@ def run_simpy(
     env = simpy.Environment()
     d = _Sender(workload, engines, router)
     _finishes_inside_runs(engines, workload, until_s)
+    feed = None
+    if (
+        len(engines) == 1
+        and engines[0].pp == 1
+        and engines[0].finish_inside_runs  # (no concurrency cap, no time limit)
+        and engines[0].takes_arrivals
+    ):
+        feed = _Feed(d)
     wake = {e.replica: env.event() for e in engines}  # triggered when an idle replica gets work
     slot_freed = [env.event()]
     all_done = env.event()
@@ -131,6 +163,26 @@ def run_simpy(
             send_s = d.next_send_s()
             if send_s is not None and send_s <= env.now:  # a send due now joins this step
                 yield env.timeout(0)
+
+    def fed_replica(engine: Engine):
+        # the lone replica sends its own arrivals (feed), waiting for the next when idle
+        while True:
+            feed.send_until(env.now)
+            _check_done()  # (the last requests may have been rejected on arrival)
+            if not engine.has_work:
+                send_s = feed.next_s()
+                if send_s is None:
+                    return
+                yield env.timeout(delay_until(env.now, send_s))
+                continue
+            durations, finished = engine.advance(env.now, math.inf, feed)
+            if len(durations) == 1:
+                yield env.timeout(durations[0])
+            else:  # a fast-forwarded run: one timeout to its end if now + d can hit it
+                delay = delay_to(env.now, durations)
+                for dt in durations if delay is None else (delay,):
+                    yield env.timeout(dt)
+            ended(finished)
 
     def together():
         while True:
@@ -194,8 +246,11 @@ def run_simpy(
         if d.ended == total and not all_done.triggered:
             all_done.succeed()
 
-    env.process(arrivals())
-    if lockstep and len(engines) > 1:
+    if feed is None:
+        env.process(arrivals())
+    if feed is not None:
+        env.process(fed_replica(engines[0]))
+    elif lockstep and len(engines) > 1:
         if any(e.pp > 1 for e in engines):
             raise UserError(
                 "lock-stepped data-parallel replicas with pipeline stages are not modelled"
@@ -252,6 +307,15 @@ def _finishes_inside_runs(engines: list[Engine], workload: Workload, until_s) ->
     free = workload.concurrency is None and until_s is None
     for engine in engines:
         engine.finish_inside_runs = free
+
+
+def delay_until(now: float, t: float) -> float:
+    """A delay d >= 0 with now + d == t in floating point (t >= now), so a process waiting
+    from `now` wakes at `t` itself: t - now, nudged up where the subtraction rounded down."""
+    d = t - now
+    while now + d < t:
+        d = math.nextafter(d, math.inf)
+    return d
 
 
 def delay_to(now: float, durations) -> float | None:

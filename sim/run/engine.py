@@ -16,7 +16,7 @@ from sim.engines.speculative import drafts_per_step
 from sim.kv.manager import KVCacheManager
 from sim.kv.memory import MemoryPlan
 from sim.kv.offload import tiers_for
-from sim.run.fast_forward import fast_forward
+from sim.run.fast_forward import Feed, fast_forward
 from sim.run.metrics import StepLog
 from sim.run.phases import PhaseLog
 from sim.schedulers.base import Scheduler, SchedulerOptions, StepPlan
@@ -140,14 +140,25 @@ class Engine:
         )
         return finished
 
-    def advance(self, now: float, horizon: float) -> tuple[list[float], list[Request]]:
+    @property
+    def takes_arrivals(self) -> bool:
+        """Whether fast-forwarded runs can admit requests that arrive while they go on (the
+        driver then hands this replica its arrivals: `feed` in advance)."""
+        return self.fast_forward and self.scheduler.admits_in_runs()
+
+    def advance(
+        self, now: float, horizon: float, feed: Feed | None = None
+    ) -> tuple[list[float], list[Request]]:
         """Run one step from `now`, or, with fast-forward on, a run of decode-only steps that
         all start before `horizon` (the next event from outside this replica): (the steps'
-        durations, the requests they finished). Both give the same results to the bit."""
+        durations, the requests they finished). Both give the same results to the bit. With
+        `feed` (takes_arrivals: one replica, no concurrency cap, no time limit), the requests
+        that arrive before a step starts are sent by the feed and seen by that step, so runs
+        go on past arrivals."""
         if not self.fast_forward:
             dt, finished = self.step(now)
             return [dt], finished
-        run = fast_forward(self, now, horizon)
+        run = fast_forward(self, now, horizon, feed)
         if run is not None:
             return run
         dt, finished = self.step(now)  # (an admission, say) and a run may follow it at once
@@ -155,7 +166,7 @@ class Engine:
         # disaggregated one: its decode replicas admit KV transfers after every step)
         if not self.finish_inside_runs or now + dt >= horizon:
             return [dt], finished
-        run = fast_forward(self, now + dt, horizon)
+        run = fast_forward(self, now + dt, horizon, feed)
         if run is None:
             return [dt], finished
         return [dt, *run[0]], finished + run[1]

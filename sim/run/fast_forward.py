@@ -14,7 +14,14 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                order as both schedulers do, one step at a time in plain Python, until every
                request decodes; the decode-only steps that follow are then priced as above.
                SGLang runs a chunked prefill's steps without its decodes (prefill first), so
-               it has no such run.
+               it has no such run;
+  admitting    (vLLM V1 without a prefix cache: Scheduler.admits_in_runs) requests waiting at
+               the start: each step, after the running requests, admits them in order as
+               _admit_waiting does while budget, sequence slots and blocks allow (each a chunk
+               of min(its tokens, threshold, budget) in cdiv(n, block_size) new blocks, no
+               prefix to look up); a chunked run follows, and once the queue is empty,
+               decode-only steps as above. The admissions are replayed in apply_run in their
+               place among the pool calls (Scheduler.admit_planned).
 
     step k's end      t_k = t_{k-1} + dt_k   (sequential sums, as the driver adds them)
     request tokens    a token when a request's computed tokens reach its known ones; its gap
@@ -25,7 +32,9 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                       block_size tokens where a release bounds windowed layers)
 
 The bulk stops before the first step that would lack blocks, start at or after `horizon`, or
-exceed MAX_RUN_STEPS, and before the first that would finish a request unless a finish is no
+exceed MAX_RUN_STEPS, before one that would admit nothing while requests wait and nothing
+prefills (no slot or blocks for them: the usual paths decide), and before the first that
+would finish a request (while requests wait, or in the step that admits) unless a finish is no
 event to anyone: when the driver says so (no concurrency cap waits for the slot, no time
 limit; Engine.finish_inside_runs) and the family does (nothing waits for the slot or the
 blocks: Scheduler.finish_inside_runs, vLLM V1 and TensorRT-LLM), the bulk goes on past the
@@ -40,133 +49,38 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Protocol
 
 import numpy as np
 
-from sim.cost.step import CostModel
-from sim.kv.manager import KVCacheManager, cdiv
-from sim.run.metrics import StepLog
+from sim.kv.manager import cdiv
+from sim.run.run_rows import (
+    ADMIT,
+    PYTHON_ROWS,
+    Engine,
+    Feed,
+    Run,
+    apply_run,
+    block_calls,
+    price_rows,
+    window_block_calls,
+)
 from sim.schedulers.base import Scheduler
-from sim.schedulers.lane import Lane
-from sim.workload.request import Request
-
-
-class Engine(Protocol):
-    """What fast-forward uses of a replica (sim/run/engine.py's Engine, which calls it)."""
-
-    scheduler: Scheduler
-    kv: KVCacheManager
-    cost: CostModel
-    steps: StepLog
-    replica: int
-    num_fast_forwarded_steps: int
-
-    @property
-    def has_work(self) -> bool: ...
-
-    def step(self, now: float) -> tuple[float, list[Request]]: ...
-
 
 MIN_DECODE_STEPS = 2  # shorter decode-only runs are stepped alone
 MAX_RUN_STEPS = 2048  # bounds the steps x batch matrices of one run
 
 
-class _Run:
-    """The planned bulk: per-request state as it evolves, and what each step records. Request
-    i is the i-th of the running list at the start; `alive` is the batch (indices, in running
-    order), which loses a request when it finishes (when the engine lets runs go on past
-    finishes: Engine.finish_inside_runs)."""
-
-    def __init__(self, engine: Engine, now: float, finishes: bool, lane: Lane | None):
-        self.running: list[Request] = list(engine.scheduler.running)
-        r = self.running
-        self.alive = list(range(len(r)))
-        self.finishes = finishes
-        if lane is None:  # the objects hold the counters
-            self.computed = [q.num_computed_tokens for q in r]
-            self.outputs = [q.num_output_tokens for q in r]
-            blocks = engine.kv.req_blocks
-            self.held = [len(blocks[q.request_id]) for q in r]
-            self.last_s = [q.last_token_s for q in r]
-        else:  # the lane holds them (Scheduler.running_lane)
-            self.computed, self.outputs = lane.c.tolist(), lane.out.tolist()
-            self.held = lane.held.tolist()
-            self.last_s = [None if x != x else x for x in lane.last.tolist()]  # NaN: none yet
-        self.prompts = [q.prompt_len for q in r]
-        self.limits = [q.max_output_len for q in r]
-        # requests not yet decoding one token a step (a prefill in progress): a decoding
-        # request stays so, a prefill joins it when it catches up (_chunk_steps)
-        self.prefilling = {
-            i
-            for i, (c, o, p) in enumerate(
-                zip(self.computed, self.outputs, self.prompts, strict=True)
-            )
-            if not o or p + o - c != 1
-        }
-        self.first_s: dict[int, float] = {}  # request index -> first token time, set here
-        # pool calls in step and request order: (i, n, computed, out) a grow by n tokens,
-        # (i, FINISH, 0, 0) request i finished (its blocks freed)
-        self.calls: list[tuple[int, int, int, int]] = []
-        self.free = engine.kv.num_free_blocks
-        self.used = engine.kv.num_used_blocks
-        self.unref: dict[int, int] = {}  # block id -> references dropped by finishes here
-        self.ends = [now]
-        self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
-        self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
-        self.gaps: list[float] = []  # single gaps
-        self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
-        self.measure_from = engine.scheduler.itl.measure_from
-        self.kv = engine.kv
-
-    @property
-    def steps(self) -> int:
-        return len(self.ends) - 1
-
-    def pure_decode(self) -> bool:
-        return not self.prefilling
-
-    def finish(self, done: list[int]) -> None:
-        """Requests `done` (indices, in running order) emitted their last token in the step
-        just recorded: out of the batch, their blocks freed after that step (the step's
-        kv_used and num_running rows count them out, as update_from_output does)."""
-        kv, unref = self.kv, self.unref
-        ref = kv.pool.ref
-        freed = 0
-        for i in done:
-            self.calls.append((i, FINISH, 0, 0))
-            if not kv.enable_caching:  # no block is shared: all of them go free
-                freed += self.held[i]
-                continue
-            blocks = kv.req_blocks[self.running[i].request_id]
-            for block in blocks:  # shared prefix blocks go free with their last holder
-                drop = unref.get(block, 0) + 1
-                unref[block] = drop
-                if ref[block] == drop:
-                    freed += 1
-            freed += self.held[i] - len(blocks)  # taken in this run: private
-        self.free += freed
-        self.used -= freed
-        gone = set(done)
-        self.alive = [i for i in self.alive if i not in gone]
-        col = self.columns
-        col["kv_used"][-1] = self.used
-        col["num_running"][-1] = len(self.alive)
-
-
-FINISH = -1  # the n of a finish in _Run.calls
-
-
-ROW_FIELDS = (
-    "gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used", "num_running",
-)  # fmt: skip
-
-
-def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list] | None:
+def fast_forward(
+    engine: Engine, now: float, horizon: float, feed: Feed | None = None
+) -> tuple[list, list] | None:
     """Simulate a bulk of steps from `now` and the step after it: (their durations, the
-    requests they finished); None (nothing changed) when no bulk is possible."""
+    requests they finished); None (nothing changed) when no bulk is possible. With `feed`
+    (the family admits in runs: Engine.takes_arrivals), the requests arriving before each
+    step are sent then and the bulk goes on past them (_fed_steps)."""
     sched = engine.scheduler
     running = sched.running
+    if feed is not None:
+        feed.send_until(now)
     if not running or horizon <= now:
         return None
     lane = sched.running_lane()  # None: the Request objects hold the counters
@@ -175,10 +89,13 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
         chunked = newest.prompt_len + newest.num_output_tokens - newest.num_computed_tokens != 1
     else:
         chunked = int(lane.t[-1]) - int(lane.c[-1]) != 1
-    if not (sched.chunked_run() if chunked else sched.decode_run()):
-        return None
+    admit = feed is not None  # (a run past arrivals admits them as they come)
+    if not (admit or (sched.chunked_run() if chunked else sched.decode_run())):
+        if not (sched.waiting and sched.admits_in_runs()):
+            return None
+        admit = True  # the run starts with the step that admits the waiting requests
     finishes = engine.finish_inside_runs and sched.finish_inside_runs()
-    if not (chunked or finishes):  # a finish within MIN_DECODE_STEPS rules a decode run out
+    if not (chunked or finishes or admit):  # a finish within MIN_DECODE_STEPS: no decode run
         if lane is not None:
             if np.count_nonzero(lane.limit - lane.out <= MIN_DECODE_STEPS):
                 return None
@@ -186,8 +103,24 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
             for r in running:
                 if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
                     return None
-    run = _Run(engine, now, finishes, lane)
-    if not run.pure_decode():
+    run = Run(engine, now, finishes, lane)
+    if feed is not None:
+        run.waiting = list(sched.waiting)
+        run.finishes_admitted = engine.finish_inside_runs
+        run.feed = feed
+        _fed_steps(engine, run, horizon)
+    elif admit:
+        run.waiting = list(sched.waiting)
+        run.finishes_admitted = engine.finish_inside_runs
+        _chunk_steps(engine, run, horizon)
+        if (
+            run.alive
+            and run.pure_decode()
+            and not run.waiting_left
+            and sched.decode_run_of(len(run.alive), False)
+        ):
+            _decode_steps(engine, run, horizon, minimum=1)
+    elif not run.pure_decode():
         if not chunked:
             return None
         _chunk_steps(engine, run, horizon)
@@ -197,30 +130,37 @@ def fast_forward(engine: Engine, now: float, horizon: float) -> tuple[list, list
         _decode_steps(engine, run, horizon, minimum=1 if finishes else MIN_DECODE_STEPS)
     if run.steps == 0:
         return None
-    finished = _apply(engine, run)
+    finished = apply_run(engine, run)
     engine.num_fast_forwarded_steps += run.steps
     durations = run.durations
     end = run.ends[-1]
+    if feed is not None:
+        feed.send_until(end)
     if end < horizon and engine.has_work:  # the step the bulk stopped before, as usual
         dt, last = engine.step(end)
         return [*durations, dt], finished + last
     return durations, finished
 
 
-def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
-    """vLLM V1 steps while a prefill is in progress, one at a time in plain Python: running
-    requests in order, each min(its remaining tokens, long_prefill_token_threshold, the budget
-    left) new tokens; stops before a step that would finish a request (unless the run goes on
-    past finishes) or lack blocks."""
+def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
+    """vLLM V1 steps while a prefill is in progress or a request waits, one at a time in plain
+    Python: running requests in order, each min(its remaining tokens,
+    long_prefill_token_threshold, the budget left) new tokens, then (a run that admits) the
+    waiting requests in order while budget, sequence slots and blocks allow, each
+    min(its tokens, threshold, budget); stops before a step that would finish a request (unless
+    the run goes on past finishes), lack blocks, or (requests still waiting) neither prefill
+    nor admit."""
     sched, kv, cost = engine.scheduler, engine.kv, engine.cost
     block_size, caching = kv.block_size, kv.enable_caching
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
     c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
-    while run.steps < MAX_RUN_STEPS and run.alive and not run.pure_decode():
+    while run.steps < MAX_RUN_STEPS and run.alive and (not run.pure_decode() or run.waiting_left):
         start = run.ends[-1]
         if start >= horizon:
             return
+        if run.feed is not None:
+            _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens
         batch = []  # (i, n)
         for i in run.alive:
@@ -248,12 +188,37 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
                 new_blocks += max(more, 0)
         if new_blocks > run.free:
             return  # a preemption: the step after the bulk
+        if run.waiting_left:
+            admitted = _admissions(sched, run, budget, run.free - new_blocks, block_size)
+            if admitted is None:
+                return  # an admitted request would finish in its first step
+            if not admitted and run.pure_decode():
+                return  # nothing to admit for now (no slot, no blocks): the usual paths
+            for req, n, blocks in admitted:
+                i = len(run.running)
+                run.running.append(req)
+                c.append(0)
+                out.append(req.num_output_tokens)
+                prompt.append(req.prompt_len)
+                limit.append(req.max_output_len)
+                held.append(blocks)
+                run.last_s.append(req.last_token_s)
+                run.alive.append(i)
+                run.prefilling.add(i)
+                run.admitted_at[i] = start
+                batch.append((i, n))
+                calls.append((i, ADMIT, n, 0))
+                new_blocks += blocks
+            run.next_wait += len(admitted)
+            run.num_waiting -= len(admitted)
+            if not run.waiting_left:  # the queue empty: finishes are no event now
+                run.finishes = run.finishes_admitted
         num_decode = sum(1 for i, n in batch if n == 1 and out[i] > 0)  # as SchedulerBase._plan
         step = cost.batch_cost([n for _, n in batch], [c[i] for i, _ in batch], len(batch))
         end_s = start + step.total_s
-        for call in calls:
-            i, n = call[0], call[1]
-            held[i] = max(held[i], kv.blocks_for(c[i] + n))
+        for i, n, _, _ in calls:
+            if n > 0:
+                held[i] = max(held[i], kv.blocks_for(c[i] + n))
         run.calls.extend(calls)
         run.free -= new_blocks
         run.used += new_blocks
@@ -279,11 +244,74 @@ def _chunk_steps(engine: Engine, run: _Run, horizon: float) -> None:
         col["batch_size"].append(len(batch))
         col["kv_used"].append(run.used)
         col["num_running"].append(len(run.alive))
+        col["num_waiting"].append(run.num_waiting)
         if done:
             run.finish(done)
 
 
-def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> None:
+def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
+    """A run past arrivals: the requests due before each step are sent and join the waiting
+    queue; steps admit them (_chunk_steps) and the decode-only stretches between (while none
+    waits) stop at the next arrival. Stops where a step would need the usual paths (short of
+    blocks, a finish while requests wait, nothing to admit for now), at MAX_RUN_STEPS, or when
+    the replica runs out of work."""
+    sched, feed = engine.scheduler, run.feed
+    while run.steps < MAX_RUN_STEPS and run.alive:
+        before = run.steps
+        _deliver(sched, run, run.ends[-1])
+        waiting = run.waiting_left
+        if not run.pure_decode() or (waiting and not sched.decode_run_of(len(run.alive), True)):
+            _chunk_steps(engine, run, horizon)
+        elif sched.decode_run_of(len(run.alive), waiting):  # (waiting: no slot for them yet)
+            arrival = feed.next_s()
+            until = horizon if arrival is None else min(horizon, arrival)
+            _decode_steps(engine, run, until, minimum=1)
+        if run.steps == before:
+            return
+
+
+def _deliver(sched: Scheduler, run: Run, t: float) -> None:
+    """The requests due at or before `t` sent (the feed's), the ones queued joining the
+    run's waiting list: finishes are an event again until they are admitted."""
+    queued = len(sched.waiting)
+    run.feed.send_until(t)
+    added = len(sched.waiting) - queued
+    if added:
+        run.waiting.extend(itertools.islice(sched.waiting, queued, None))
+        run.num_waiting += added
+        run.finishes = False
+
+
+def _admissions(sched: Scheduler, run: Run, budget: int, free: int, block_size: int):
+    """The waiting requests a step admits after its running requests, as vLLM V1's
+    _admit_waiting does without a prefix cache: [(request, new tokens, blocks)], in order;
+    None when one would emit its last token in this step (a finish: the step after the bulk)."""
+    threshold = sched.long_prefill_token_threshold
+    reserve = sched.reserve_full_isl
+    slots = sched.max_num_seqs - len(run.alive)
+    admitted = []
+    for req in run.waiting[run.next_wait :]:
+        if budget <= 0 or slots <= 0:
+            break
+        tokens = req.prompt_len + req.num_output_tokens  # all to compute: no prefix hit
+        n = threshold if 0 < threshold < tokens else tokens
+        if n > budget:
+            n = budget
+        blocks = cdiv(n, block_size)
+        # allocate_slots fails (no more admissions this step) short of its blocks, or with
+        # scheduler_reserve_full_isl short of the blocks of all its tokens
+        if (cdiv(tokens, block_size) if reserve and tokens > n else blocks) > free:
+            break
+        if n == tokens and req.num_output_tokens + 1 >= req.max_output_len:
+            return None  # (finishes wait for the queue to empty: this step empties it at most)
+        admitted.append((req, n, blocks))
+        budget -= n
+        free -= blocks
+        slots -= 1
+    return admitted
+
+
+def _decode_steps(engine: Engine, run: Run, horizon: float, minimum: int) -> None:
     """Decode-only steps, priced in one vectorised call (see the module docstring); when the
     run goes on past finishes, one such call per stretch between two steps that finish
     requests."""
@@ -296,7 +324,7 @@ def _decode_steps(engine: Engine, run: _Run, horizon: float, minimum: int) -> No
         minimum = 1
 
 
-def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_finish: int):
+def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_finish: int):
     """Decode-only steps of the batch as it stands, up to the `to_finish`-th (the first to
     finish a request; only when the run goes on past finishes, else the one before): the
     number of steps taken."""
@@ -314,9 +342,9 @@ def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_
         steps = min(steps, int((horizon - now) / engine.cost.decode_step(c)[2]) + 2)
     kv = engine.kv
     if kv.windowed is None:
-        calls, new_per_step = _block_calls(c, held, kv.block_size, steps, kv.enable_caching)
+        calls, new_per_step = block_calls(c, held, kv.block_size, steps, kv.enable_caching)
     else:
-        calls, new_per_step = _window_block_calls(c, held, kv, steps)
+        calls, new_per_step = window_block_calls(c, held, kv, steps)
     taken = 0
     for k in range(1, steps + 1):  # no step may need more blocks than are free
         taken += new_per_step[k]
@@ -325,7 +353,7 @@ def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_
             break
     if steps < minimum:
         return 0
-    gpu_s, cpu_s, total_s, ends = _price_rows(engine, c, steps, now, horizon)
+    gpu_s, cpu_s, total_s, ends = price_rows(engine, c, steps, now, horizon)
     steps = len(total_s)
     if steps < minimum:
         return 0
@@ -379,122 +407,5 @@ def _decode_stretch(engine: Engine, run: _Run, horizon: float, minimum: int, to_
     col["batch_size"].extend([batch] * steps)
     col["kv_used"].extend(used)
     col["num_running"].extend([batch] * steps)
+    col["num_waiting"].extend([run.num_waiting] * steps)
     return steps
-
-
-# Rows cost ~3 + 0.1 x batch µs each in plain Python and ~30 µs all together in numpy
-# (measured here), so runs with steps x (30 + batch) up to this are priced in Python.
-PYTHON_ROWS = 360
-
-
-def _price_rows(engine: Engine, computed: list[int], steps: int, now: float, horizon: float):
-    """(gpu_s, cpu_s, total_s, ends) of up to `steps` decode-only steps from `now`, as lists,
-    stopping before the first that starts at or after `horizon`; ends[0] is `now`. Small runs
-    are priced step by step in plain Python, larger ones in one numpy call: the same bits."""
-    cost = engine.cost
-    if steps * (30 + len(computed)) <= PYTHON_ROWS:
-        gpu_s, cpu_s, total_s, ends = [], [], [], [now]
-        for k in range(steps):
-            if ends[-1] >= horizon:
-                break
-            gpu, cpu, total = cost.decode_step([x + k for x in computed])
-            gpu_s.append(gpu)
-            cpu_s.append(cpu)
-            total_s.append(total)
-            ends.append(ends[-1] + total)
-        return gpu_s, cpu_s, total_s, ends
-    first = np.array(computed, dtype=np.int64)
-    gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
-    ends = np.cumsum(np.concatenate(([now], total)))
-    steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
-    return (
-        gpu[:steps].tolist(),
-        cpu[:steps].tolist(),
-        total[:steps].tolist(),
-        ends[: steps + 1].tolist(),
-    )
-
-
-def _block_calls(computed, held, block_size: int, steps: int, caching: bool):
-    """The pool calls of a decode-only run, as codes step x batch + index (steps 1-based),
-    ascending: a new block when a request's token needs one, a cached hash when its token
-    fills one; and how many new blocks each step takes (entry k for step k)."""
-    batch = len(computed)
-    new_per_step = [0] * (steps + 1)
-    codes = []
-    for i, (c, h) in enumerate(zip(computed, held, strict=True)):
-        k = max(h * block_size - c + 1, 1)  # the step whose token needs block h + 1
-        while k <= steps:
-            codes.append(k * batch + i)
-            new_per_step[k] += 1
-            k += block_size
-        if caching:  # the steps that fill a block, whose hash is then cached
-            k = block_size - c % block_size
-            while k <= steps:
-                codes.append(k * batch + i)
-                k += block_size
-    return sorted(set(codes)), new_per_step
-
-
-def _window_block_calls(computed, held, kv: KVCacheManager, steps: int):
-    """_block_calls where bounded windows make a request hold kv.blocks_for(tokens) blocks,
-    which grows by at most one block a token and never shrinks: step k (1-based) takes the
-    blocks a request's c + k tokens need beyond those it holds. The codes may include steps
-    that change nothing (a block filled whose hash the window leaves out): the pool call
-    there does nothing, as step by step."""
-    batch = len(computed)
-    block_size = kv.block_size
-    ends = np.asarray(computed, dtype=np.int64)[None, :] + np.arange(1, steps + 1)[:, None]
-    need = np.maximum(kv.windowed.blocks_for_each(ends), np.asarray(held)[None, :])
-    new = np.diff(need, axis=0, prepend=np.asarray(held)[None, :])
-    touched = new > 0
-    if kv.enable_caching:  # the steps that fill a block
-        touched |= ends % block_size == 0
-    k, i = np.nonzero(touched)  # row-major: ascending step, then request
-    new_per_step = [0, *new.sum(axis=1).tolist()]
-    return ((k + 1) * batch + i).tolist(), new_per_step
-
-
-def _apply(engine: Engine, run: _Run) -> list[Request]:
-    """Make the planned bulk happen: the pool calls and finishes in order, then every
-    request's state, the gaps between tokens, the step log's rows and the family's own
-    per-step state. Returns the requests that finished (in the order freed)."""
-    sched, kv = engine.scheduler, engine.kv
-    running = run.running
-    finished = []
-    for i, n, computed, out in run.calls:
-        req = running[i]
-        if n == FINISH:  # as update_from_output finishes a request
-            req.num_computed_tokens = run.computed[i]
-            req.num_output_tokens = run.outputs[i]
-            req.last_token_s = run.last_s[i]
-            sched.finish(req, run.last_s[i])
-            finished.append(req)
-            continue
-        req.num_computed_tokens = computed
-        req.num_output_tokens = out
-        if not kv.grow(req, n):
-            raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
-    for i in run.alive:
-        req = running[i]
-        req.num_computed_tokens = run.computed[i]
-        req.num_output_tokens = run.outputs[i]
-        req.last_token_s = run.last_s[i]
-    for i, first_s in run.first_s.items():
-        running[i].first_token_s = first_s
-    if finished:
-        sched.running[:] = [running[i] for i in run.alive]
-    itl = sched.itl
-    itl.add(run.gaps)
-    for gaps, count in run.gap_pairs:
-        itl.add_each(gaps, count)
-    ends = run.ends
-    engine.steps.record_run(
-        engine.replica,
-        ends[:-1],
-        [b - a for a, b in itertools.pairwise(ends)],
-        run.columns,
-        len(sched.waiting),
-    )
-    sched.advance_decode_state(run.steps)
-    return finished

@@ -71,11 +71,11 @@ class StepLog:
         if self.sink is not None and len(c["start_s"]) >= self.chunk_rows:
             self.flush()
 
-    def record_run(self, replica, start_s, duration_s, rows: dict, waiting) -> None:
+    def record_run(self, replica, start_s, duration_s, rows: dict) -> None:
         """Rows for a fast-forwarded run of steps: start and duration arrays, and per step
         the lists in `rows` (gpu_s, cpu_s, prefill_tokens, decode_tokens, batch_size,
-        kv_used and num_running, the KV blocks in use and the requests running after the
-        step)."""
+        kv_used, num_running and num_waiting: the KV blocks in use and the requests running
+        and waiting after the step)."""
         n = len(start_s)
         c = self.columns
         c["replica"].extend([replica] * n)
@@ -88,7 +88,7 @@ class StepLog:
         c["batch_size"].extend(rows["batch_size"])
         c["kv_blocks_used"].extend(rows["kv_used"])
         c["num_running"].extend(rows["num_running"])
-        c["num_waiting"].extend([waiting] * n)
+        c["num_waiting"].extend(rows["num_waiting"])
         c["num_preempted"].extend([0] * n)
         if self.sink is not None and len(c["start_s"]) >= self.chunk_rows:
             self.flush()

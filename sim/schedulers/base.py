@@ -104,6 +104,12 @@ class Scheduler(Protocol):
 
     def sync_requests(self) -> None: ...
 
+    def admits_in_runs(self) -> bool: ...
+
+    def decode_run_of(self, batch: int, waiting: bool) -> bool: ...
+
+    def admit_planned(self, req: Request, n: int, now: float) -> None: ...
+
     def running_lane(self) -> Lane | None: ...
 
     def check_invariants(self) -> None: ...
@@ -343,6 +349,24 @@ class SchedulerBase:
         blocks they free, and the family keeps no state of its own per finish). Families
         that cannot say keep the default: never."""
         return False
+
+    def admits_in_runs(self) -> bool:
+        """Whether a fast-forwarded run may admit waiting requests itself, as this family's
+        step would (fast_forward.py plans vLLM V1's admission: each waiting request in order
+        while budget, sequence slots and blocks allow, one chunk, no prefix lookup), and the
+        run may go on past finishes (as finish_inside_runs) whenever none waits. Families
+        that cannot say keep the default: never."""
+        return False
+
+    def decode_run_of(self, batch: int, waiting: bool) -> bool:
+        """decode_run() as it holds with `batch` requests running and requests waiting or
+        not, as a run that admits plans them (families that admit in runs)."""
+        return False
+
+    def admit_planned(self, req: Request, n: int, now: float) -> None:
+        """Admit `req`, the head of the waiting queue, with `n` new tokens in a step starting
+        at `now`, as this family's step does (a fast-forwarded run's admission, replayed)."""
+        raise NotImplementedError
 
     def sync_requests(self) -> None:
         """Write back to the Request objects whatever counters the family holds apart from

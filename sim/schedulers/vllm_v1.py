@@ -270,18 +270,42 @@ class VllmV1Scheduler(SchedulerBase):
         # nothing can be admitted: no one waits, or no sequence slot is free
         return not (self.waiting or self.ready) or len(self.running) >= self.max_num_seqs
 
+    def admits_in_runs(self) -> bool:
+        # the waiting requests' admission as fast_forward.py plans it: FCFS, nothing to look up
+        # (no prefix cache, no offload tiers), one chunk of min(threshold, budget) tokens in
+        # blocks_for(n) = cdiv(n, block_size) new blocks; nothing arrives by the ready queue and
+        # a finish frees its blocks at once (not a disaggregated prefill replica)
+        kv = self.kv
+        return bool(
+            not (self.ready or self.priority or self.spec_k)
+            and self.enable_chunked_prefill
+            and self.sending is None
+            and not kv.enable_caching
+            and kv.pool.lower is None
+            and kv.windowed is None
+        )
+
+    def decode_run_of(self, batch: int, waiting: bool) -> bool:
+        if batch > self.max_num_batched_tokens:
+            return False  # the budget would cut the batch
+        # waiting requests are admitted only with a sequence slot and budget left
+        return not waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
+
+    def admit_planned(self, req: Request, n: int, now: float) -> None:
+        # _admit_waiting's calls for the head of the queue, which a run planned with n tokens
+        assert self.waiting[0] is req
+        hits, num_hit_tokens = self.kv.get_computed_blocks(req)
+        if self.kv.allocate_slots(req, n, hits, num_hit_tokens, self.reserve_full_isl) is None:
+            raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
+        self._admitted(req, num_hit_tokens, n, now, [], [])
+
     def finish_inside_runs(self) -> bool:
         # a finish frees a sequence slot and blocks: only the waiting queue could use them,
         # and a disaggregated prefill replica keeps a finished request's blocks to send them
         return not (self.waiting or self.ready) and self.sending is None
 
     def decode_run(self) -> bool:
-        batch = len(self.running)
-        if batch > self.max_num_batched_tokens:
-            return False  # the budget would cut the batch
-        # waiting requests are admitted only with a sequence slot and budget left
-        waiting = self.waiting or self.ready
-        return not waiting or batch >= min(self.max_num_seqs, self.max_num_batched_tokens)
+        return self.decode_run_of(len(self.running), bool(self.waiting or self.ready))
 
     def _allocate_or_preempt(
         self, req: Request, n: int, reqs: list, new_tokens: list

@@ -1,0 +1,274 @@
+"""A fast-forwarded run's state and the pieces of it that need none of its planning
+(sim/run/fast_forward.py plans the steps): what fast-forward uses of a replica (Engine, Feed),
+the run as planned so far (Run), the rows of a decode-only stretch priced (price_rows), the
+pool calls of such a stretch listed (block_calls), and the planned run applied (apply_run:
+its pool calls, finishes and admissions in order, the requests' state, the gaps between
+tokens, the step log's rows)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Protocol
+
+import numpy as np
+
+from sim.cost.step import CostModel
+from sim.kv.manager import KVCacheManager
+from sim.run.metrics import StepLog
+from sim.schedulers.base import Scheduler
+from sim.schedulers.lane import Lane
+from sim.workload.request import Request
+
+
+class Feed(Protocol):
+    """A replica's arrivals, which it sends itself (sim/run/driver.py's _Feed)."""
+
+    def next_s(self) -> float | None:
+        """When the next request is sent (None: every one has been)."""
+        ...
+
+    def send_until(self, t: float) -> None:
+        """Send every request due at or before `t`, at its own time."""
+        ...
+
+
+class Engine(Protocol):
+    """What fast-forward uses of a replica (sim/run/engine.py's Engine, which calls it)."""
+
+    scheduler: Scheduler
+    kv: KVCacheManager
+    cost: CostModel
+    steps: StepLog
+    replica: int
+    num_fast_forwarded_steps: int
+
+    @property
+    def has_work(self) -> bool: ...
+
+    def step(self, now: float) -> tuple[float, list[Request]]: ...
+
+
+FINISH = -1  # the n of a finish in a run's calls: (i, FINISH, 0, 0)
+ADMIT = -2  # (i, ADMIT, n, 0): waiting request i admitted with n new tokens
+
+
+class Run:
+    """The planned bulk: per-request state as it evolves, and what each step records. Request
+    i is the i-th of the running list at the start, or the one the run admitted i-th from
+    there on; `alive` is the batch (indices, in running order), which gains a request when
+    the run admits it and loses one when it finishes (when the engine lets runs go on past
+    finishes: Engine.finish_inside_runs)."""
+
+    def __init__(self, engine: Engine, now: float, finishes: bool, lane: Lane | None):
+        self.running: list[Request] = list(engine.scheduler.running)
+        r = self.running
+        self.alive = list(range(len(r)))
+        self.finishes = finishes
+        if lane is None:  # the objects hold the counters
+            self.computed = [q.num_computed_tokens for q in r]
+            self.outputs = [q.num_output_tokens for q in r]
+            blocks = engine.kv.req_blocks
+            self.held = [len(blocks[q.request_id]) for q in r]
+            self.last_s = [q.last_token_s for q in r]
+        else:  # the lane holds them (Scheduler.running_lane)
+            self.computed, self.outputs = lane.c.tolist(), lane.out.tolist()
+            self.held = lane.held.tolist()
+            self.last_s = [None if x != x else x for x in lane.last.tolist()]  # NaN: none yet
+        self.prompts = [q.prompt_len for q in r]
+        self.limits = [q.max_output_len for q in r]
+        # requests not yet decoding one token a step (a prefill in progress): a decoding
+        # request stays so, a prefill joins it when it catches up (_chunk_steps)
+        self.prefilling = {
+            i
+            for i, (c, o, p) in enumerate(
+                zip(self.computed, self.outputs, self.prompts, strict=True)
+            )
+            if not o or p + o - c != 1
+        }
+        self.first_s: dict[int, float] = {}  # request index -> first token time, set here
+        # pool calls in step and request order: (i, n, computed, out) a grow by n tokens,
+        # (i, FINISH, 0, 0) request i finished (its blocks freed)
+        self.calls: list[tuple[int, int, int, int]] = []
+        self.free = engine.kv.num_free_blocks
+        self.used = engine.kv.num_used_blocks
+        self.unref: dict[int, int] = {}  # block id -> references dropped by finishes here
+        self.ends = [now]
+        self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
+        self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
+        self.gaps: list[float] = []  # single gaps
+        self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
+        self.measure_from = engine.scheduler.itl.measure_from
+        self.kv = engine.kv
+        # admission (Scheduler.admits_in_runs): the waiting queue at the start, the next to
+        # admit, when each admitted request was scheduled, and whether the run may go on past
+        # finishes once every one is admitted
+        self.waiting: list[Request] = []
+        self.next_wait = 0
+        self.num_waiting = len(engine.scheduler.waiting)  # after each step: its row's
+        self.admitted_at: dict[int, float] = {}
+        self.finishes_admitted = False
+        self.feed: Feed | None = None  # arrivals sent before each step (fast_forward's feed)
+
+    @property
+    def waiting_left(self) -> bool:
+        return self.next_wait < len(self.waiting)
+
+    @property
+    def steps(self) -> int:
+        return len(self.ends) - 1
+
+    def pure_decode(self) -> bool:
+        return not self.prefilling
+
+    def finish(self, done: list[int]) -> None:
+        """Requests `done` (indices, in running order) emitted their last token in the step
+        just recorded: out of the batch, their blocks freed after that step (the step's
+        kv_used and num_running rows count them out, as update_from_output does)."""
+        kv, unref = self.kv, self.unref
+        ref = kv.pool.ref
+        freed = 0
+        for i in done:
+            self.calls.append((i, FINISH, 0, 0))
+            if not kv.enable_caching:  # no block is shared: all of them go free
+                freed += self.held[i]
+                continue
+            blocks = kv.req_blocks[self.running[i].request_id]
+            for block in blocks:  # shared prefix blocks go free with their last holder
+                drop = unref.get(block, 0) + 1
+                unref[block] = drop
+                if ref[block] == drop:
+                    freed += 1
+            freed += self.held[i] - len(blocks)  # taken in this run: private
+        self.free += freed
+        self.used -= freed
+        gone = set(done)
+        self.alive = [i for i in self.alive if i not in gone]
+        col = self.columns
+        col["kv_used"][-1] = self.used
+        col["num_running"][-1] = len(self.alive)
+
+
+ROW_FIELDS = (
+    "gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used", "num_running",
+    "num_waiting",
+)  # fmt: skip
+
+
+# Rows cost ~3 + 0.1 x batch µs each in plain Python and ~30 µs all together in numpy
+# (measured here), so runs with steps x (30 + batch) up to this are priced in Python.
+PYTHON_ROWS = 360
+
+
+def price_rows(engine: Engine, computed: list[int], steps: int, now: float, horizon: float):
+    """(gpu_s, cpu_s, total_s, ends) of up to `steps` decode-only steps from `now`, as lists,
+    stopping before the first that starts at or after `horizon`; ends[0] is `now`. Small runs
+    are priced step by step in plain Python, larger ones in one numpy call: the same bits."""
+    cost = engine.cost
+    if steps * (30 + len(computed)) <= PYTHON_ROWS:
+        gpu_s, cpu_s, total_s, ends = [], [], [], [now]
+        for k in range(steps):
+            if ends[-1] >= horizon:
+                break
+            gpu, cpu, total = cost.decode_step([x + k for x in computed])
+            gpu_s.append(gpu)
+            cpu_s.append(cpu)
+            total_s.append(total)
+            ends.append(ends[-1] + total)
+        return gpu_s, cpu_s, total_s, ends
+    first = np.array(computed, dtype=np.int64)
+    gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
+    ends = np.cumsum(np.concatenate(([now], total)))
+    steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
+    return (
+        gpu[:steps].tolist(),
+        cpu[:steps].tolist(),
+        total[:steps].tolist(),
+        ends[: steps + 1].tolist(),
+    )
+
+
+def block_calls(computed, held, block_size: int, steps: int, caching: bool):
+    """The pool calls of a decode-only run, as codes step x batch + index (steps 1-based),
+    ascending: a new block when a request's token needs one, a cached hash when its token
+    fills one; and how many new blocks each step takes (entry k for step k)."""
+    batch = len(computed)
+    new_per_step = [0] * (steps + 1)
+    codes = []
+    for i, (c, h) in enumerate(zip(computed, held, strict=True)):
+        k = max(h * block_size - c + 1, 1)  # the step whose token needs block h + 1
+        while k <= steps:
+            codes.append(k * batch + i)
+            new_per_step[k] += 1
+            k += block_size
+        if caching:  # the steps that fill a block, whose hash is then cached
+            k = block_size - c % block_size
+            while k <= steps:
+                codes.append(k * batch + i)
+                k += block_size
+    return sorted(set(codes)), new_per_step
+
+
+def window_block_calls(computed, held, kv: KVCacheManager, steps: int):
+    """block_calls where bounded windows make a request hold kv.blocks_for(tokens) blocks,
+    which grows by at most one block a token and never shrinks: step k (1-based) takes the
+    blocks a request's c + k tokens need beyond those it holds. The codes may include steps
+    that change nothing (a block filled whose hash the window leaves out): the pool call
+    there does nothing, as step by step."""
+    batch = len(computed)
+    block_size = kv.block_size
+    ends = np.asarray(computed, dtype=np.int64)[None, :] + np.arange(1, steps + 1)[:, None]
+    need = np.maximum(kv.windowed.blocks_for_each(ends), np.asarray(held)[None, :])
+    new = np.diff(need, axis=0, prepend=np.asarray(held)[None, :])
+    touched = new > 0
+    if kv.enable_caching:  # the steps that fill a block
+        touched |= ends % block_size == 0
+    k, i = np.nonzero(touched)  # row-major: ascending step, then request
+    new_per_step = [0, *new.sum(axis=1).tolist()]
+    return ((k + 1) * batch + i).tolist(), new_per_step
+
+
+def apply_run(engine: Engine, run: Run) -> list[Request]:
+    """Make the planned bulk happen: the pool calls and finishes in order, then every
+    request's state, the gaps between tokens, the step log's rows and the family's own
+    per-step state. Returns the requests that finished (in the order freed)."""
+    sched, kv = engine.scheduler, engine.kv
+    running = run.running
+    finished = []
+    for i, n, computed, out in run.calls:
+        req = running[i]
+        if n == ADMIT:  # as _admit_waiting admits it (n: its new tokens)
+            sched.admit_planned(req, computed, run.admitted_at[i])
+            continue
+        if n == FINISH:  # as update_from_output finishes a request
+            req.num_computed_tokens = run.computed[i]
+            req.num_output_tokens = run.outputs[i]
+            req.last_token_s = run.last_s[i]
+            sched.finish(req, run.last_s[i])
+            finished.append(req)
+            continue
+        req.num_computed_tokens = computed
+        req.num_output_tokens = out
+        if not kv.grow(req, n):
+            raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
+    for i in run.alive:
+        req = running[i]
+        req.num_computed_tokens = run.computed[i]
+        req.num_output_tokens = run.outputs[i]
+        req.last_token_s = run.last_s[i]
+    for i, first_s in run.first_s.items():
+        running[i].first_token_s = first_s
+    if finished or run.admitted_at:
+        sched.running[:] = [running[i] for i in run.alive]
+    itl = sched.itl
+    itl.add(run.gaps)
+    for gaps, count in run.gap_pairs:
+        itl.add_each(gaps, count)
+    ends = run.ends
+    engine.steps.record_run(
+        engine.replica,
+        ends[:-1],
+        [b - a for a, b in itertools.pairwise(ends)],
+        run.columns,
+    )
+    sched.advance_decode_state(run.steps)
+    return finished
