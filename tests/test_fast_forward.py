@@ -251,7 +251,9 @@ def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
 
     (ra, sa, a), steps_alone = run(False), single[0]
     single[0] = 0
-    rb, sb, _ = run(True)
+    rb, sb, b = run(True)
+    # the same blocks taken and freed in the same order (runs hand out a stretch's at once)
+    assert list(a.kv.pool.free_queue) == list(b.kv.pool.free_queue)
     assert (a.scheduler.num_preemptions > 0) == preempts
     assert sum(admitted) > 40, admitted
     if not preempts:

@@ -155,6 +155,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
     c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
+    prefilling = run.prefilling  # (a request not in it decodes: one known token to compute)
     while run.steps < MAX_RUN_STEPS and run.alive and (not run.pure_decode() or run.waiting_left):
         start = run.ends[-1]
         if start >= horizon:
@@ -162,30 +163,44 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         if run.feed is not None:
             _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens
-        batch = []  # (i, n)
+        # the step's batch in running order: indices and new tokens; as the cost model splits
+        # it (CostModel.batch_cost: one new token is a decode), chunks and decodes; pool calls
+        batch, new_tokens, pre_q, pre_c, dec_c, calls, done = [], [], [], [], [], [], []
+        new_blocks = num_decode = 0  # (decodes as SchedulerBase._plan counts them)
         for i in run.alive:
-            n = prompt[i] + out[i] - c[i]
-            if 0 < threshold < n:
-                n = threshold
-            if n > budget:
-                n = budget
-            if n == 0:
-                continue
-            batch.append((i, n))
-            budget -= n
-            if budget == 0:
-                break
-        new_blocks, calls, done = 0, [], []
-        for i, n in batch:
-            end = c[i] + n
+            ci = c[i]
+            if i in prefilling:
+                n = prompt[i] + out[i] - ci
+                if 0 < threshold < n:
+                    n = threshold
+                if n > budget:
+                    n = budget
+                if n == 0:
+                    continue
+            else:  # decoding: its one known token (the budget left is at least one)
+                n = 1
+            end = ci + n
             if end == prompt[i] + out[i] and out[i] + 1 >= limit[i]:
                 if not run.finishes:
                     return  # a finish: the step after the bulk
                 done.append(i)
-            more = kv.blocks_for(end) - held[i] if windowed else cdiv(end, block_size) - held[i]
-            if more > 0 or (caching and end // block_size > c[i] // block_size):
-                calls.append((i, n, c[i], out[i]))
-                new_blocks += max(more, 0)
+            more = (kv.blocks_for(end) if windowed else -(-end // block_size)) - held[i]
+            if more > 0 or (caching and end // block_size > ci // block_size):
+                calls.append((i, n, ci, out[i]))
+                if more > 0:
+                    new_blocks += more
+            if n == 1:
+                dec_c.append(ci)
+                if out[i] > 0:
+                    num_decode += 1
+            else:
+                pre_q.append(n)
+                pre_c.append(ci)
+            batch.append(i)
+            new_tokens.append(n)
+            budget -= n
+            if budget == 0:
+                break
         if new_blocks > run.free:
             return  # a preemption: the step after the bulk
         if run.waiting_left:
@@ -204,18 +219,26 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
                 held.append(blocks)
                 run.last_s.append(req.last_token_s)
                 run.alive.append(i)
-                run.prefilling.add(i)
+                prefilling.add(i)
                 run.admitted_at[i] = start
-                batch.append((i, n))
+                batch.append(i)
+                new_tokens.append(n)
+                if n == 1:
+                    dec_c.append(0)
+                    if out[i] > 0:
+                        num_decode += 1
+                else:
+                    pre_q.append(n)
+                    pre_c.append(0)
                 calls.append((i, ADMIT, n, 0))
                 new_blocks += blocks
             run.next_wait += len(admitted)
             run.num_waiting -= len(admitted)
             if not run.waiting_left:  # the queue empty: finishes are no event now
                 run.finishes = run.finishes_admitted
-        num_decode = sum(1 for i, n in batch if n == 1 and out[i] > 0)  # as SchedulerBase._plan
-        step = cost.batch_cost([n for _, n in batch], [c[i] for i, _ in batch], len(batch))
-        end_s = start + step.total_s
+        step = cost.cost(pre_q, pre_c, dec_c, cpu_batch=len(batch))  # batch_cost's call
+        total_s = step.total_s
+        end_s = start + total_s
         for i, n, _, _ in calls:
             if n > 0:
                 held[i] = max(held[i], kv.blocks_for(c[i] + n))
@@ -223,19 +246,31 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         run.free -= new_blocks
         run.used += new_blocks
         tokens = 0
-        for i, n in batch:
+        shared = 0  # measured tokens whose previous one came at the step's start (its gap)
+        last_s, measure_from = run.last_s, run.measure_from
+        for i, n in zip(batch, new_tokens, strict=True):
             tokens += n
-            c[i] += n
-            if c[i] == prompt[i] + out[i]:  # caught up: a token (and from now on a decode)
-                run.prefilling.discard(i)
+            ci = c[i] + n
+            c[i] = ci
+            if ci == prompt[i] + out[i]:  # caught up: a token (and from now on a decode)
                 if out[i] == 0:
                     run.first_s[i] = end_s
-                elif run.running[i].request_id >= run.measure_from:
-                    run.gaps.append(end_s - run.last_s[i])
+                    prefilling.discard(i)
+                else:
+                    if i in prefilling:
+                        prefilling.discard(i)
+                    if not measure_from or run.running[i].request_id >= measure_from:
+                        if last_s[i] == start:
+                            shared += 1
+                        else:
+                            run.gaps.append(end_s - last_s[i])
                 out[i] += 1
-                run.last_s[i] = end_s
+                last_s[i] = end_s
+        if shared:
+            run.shared_gaps.append(end_s - start)
+            run.shared_counts.append(shared)
         run.ends.append(end_s)
-        run.durations.append(step.total_s)
+        run.durations.append(total_s)
         col = run.columns
         col["gpu_s"].append(step.gpu_s)
         col["cpu_s"].append(step.cpu_s)

@@ -96,6 +96,8 @@ class Run:
         self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
         self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
         self.gaps: list[float] = []  # single gaps
+        self.shared_gaps: list[float] = []  # a gap, and how many requests had it in a step:
+        self.shared_counts: list[int] = []  # (a chunked step's decodes, last token at its start)
         self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
         self.measure_from = engine.scheduler.itl.measure_from
         self.kv = engine.kv
@@ -234,8 +236,23 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     sched, kv = engine.scheduler, engine.kv
     running = run.running
     finished = []
+    # without a prefix cache, bounded windows or offload tiers a grow only takes blocks:
+    # consecutive takes go out as one (the pool hands out the same blocks, in order)
+    plain = not kv.enable_caching and kv.windowed is None and kv.pool.lower is None
+    pending: list[tuple[list[int], int]] = []  # (block table, blocks it takes), in order
+    owed: dict[int, int] = {}  # request index -> blocks pending for it
     for i, n, computed, out in run.calls:
         req = running[i]
+        if plain and n > 0:
+            blocks = kv.req_blocks[req.request_id]
+            k = -(-(computed + n) // kv.block_size) - len(blocks) - owed.get(i, 0)
+            if k > 0:
+                pending.append((blocks, k))
+                owed[i] = owed.get(i, 0) + k
+            continue
+        if pending:
+            _hand_out(kv, pending)
+            pending, owed = [], {}
         if n == ADMIT:  # as _admit_waiting admits it (n: its new tokens)
             sched.admit_planned(req, computed, run.admitted_at[i])
             continue
@@ -250,6 +267,8 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
         req.num_output_tokens = out
         if not kv.grow(req, n):
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
+    if pending:
+        _hand_out(kv, pending)
     for i in run.alive:
         req = running[i]
         req.num_computed_tokens = run.computed[i]
@@ -261,6 +280,7 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
         sched.running[:] = [running[i] for i in run.alive]
     itl = sched.itl
     itl.add(run.gaps)
+    itl.add_counted(run.shared_gaps, run.shared_counts)
     for gaps, count in run.gap_pairs:
         itl.add_each(gaps, count)
     ends = run.ends
@@ -272,3 +292,14 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     )
     sched.advance_decode_state(run.steps)
     return finished
+
+
+def _hand_out(kv: KVCacheManager, pending: list[tuple[list[int], int]]) -> None:
+    """The blocks of consecutive grows taken in one call and handed out in order."""
+    new = kv.pool.take(sum(k for _, k in pending))
+    if new is None:
+        raise RuntimeError("fast-forward: the pool ran out of blocks a run had counted free")
+    at = 0
+    for blocks, k in pending:
+        blocks.extend(new[at : at + k])
+        at += k
