@@ -291,6 +291,8 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
     blocks, a finish while requests wait, nothing to admit for now), at MAX_RUN_STEPS, or when
     the replica runs out of work."""
     sched, feed = engine.scheduler, run.feed
+    arrival = feed.next_s()  # (only _deliver sends while the run goes on)
+    run.next_arrival = math.inf if arrival is None else arrival
     while run.steps < MAX_RUN_STEPS and run.alive:
         before = run.steps
         _deliver(sched, run, run.ends[-1])
@@ -298,9 +300,7 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
         if not run.pure_decode() or (waiting and not sched.decode_run_of(len(run.alive), True)):
             _chunk_steps(engine, run, horizon)
         elif sched.decode_run_of(len(run.alive), waiting):  # (waiting: no slot for them yet)
-            arrival = feed.next_s()
-            until = horizon if arrival is None else min(horizon, arrival)
-            _decode_steps(engine, run, until, minimum=1)
+            _decode_steps(engine, run, min(horizon, run.next_arrival), minimum=1)
         if run.steps == before:
             return
 
@@ -308,8 +308,12 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
 def _deliver(sched: Scheduler, run: Run, t: float) -> None:
     """The requests due at or before `t` sent (the feed's), the ones queued joining the
     run's waiting list: finishes are an event again until they are admitted."""
+    if t < run.next_arrival:
+        return
     queued = len(sched.waiting)
     run.feed.send_until(t)
+    arrival = run.feed.next_s()
+    run.next_arrival = math.inf if arrival is None else arrival
     added = len(sched.waiting) - queued
     if added:
         run.waiting.extend(itertools.islice(sched.waiting, queued, None))
@@ -420,18 +424,24 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
         later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
         run.gap_pairs.append((np.array(later), measured))
     end = ends[steps]
+    ends_c = [x + steps for x in c]  # each request's computed tokens after the stretch
+    if kv.windowed is None:  # blocks_for, inlined
+        bs = kv.block_size
+        need = [-(-x // bs) for x in ends_c]
+    else:
+        need = [kv.blocks_for(x) for x in ends_c]
     if whole:
-        run.computed = c = [x + steps for x in c]
+        run.computed = ends_c
         run.outputs = [x + steps for x in out]
-        run.held = [max(h, kv.blocks_for(x)) for h, x in zip(held, c, strict=True)]
+        run.held = [n if n > h else h for h, n in zip(held, need, strict=True)]
         run.last_s = [end] * batch
     else:
+        computed, outputs, held_now, last_s = run.computed, run.outputs, run.held, run.last_s
         for j, i in enumerate(alive):
-            x = c[j] + steps
-            run.computed[i] = x
-            run.outputs[i] = out[j] + steps
-            run.held[i] = max(held[j], kv.blocks_for(x))
-            run.last_s[i] = end
+            computed[i] = ends_c[j]
+            outputs[i] = out[j] + steps
+            held_now[i] = need[j] if need[j] > held[j] else held[j]
+            last_s[i] = end
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
     col = run.columns

@@ -8,6 +8,7 @@ tokens, the step log's rows)."""
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Protocol
 
 import numpy as np
@@ -110,6 +111,7 @@ class Run:
         self.admitted_at: dict[int, float] = {}
         self.finishes_admitted = False
         self.feed: Feed | None = None  # arrivals sent before each step (fast_forward's feed)
+        self.next_arrival = math.inf  # the feed's next send
 
     @property
     def waiting_left(self) -> bool:
