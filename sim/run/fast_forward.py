@@ -42,6 +42,10 @@ step that finishes requests, without them: they are let go as update_from_output
 blocks freed after that step's pool calls, in running order; the step's kv_used and
 num_running rows count them out), and the decode-only steps after it are priced as another
 stretch. The step after the bulk (when it starts before `horizon`) is simulated normally.
+With a `feed` (a lone replica, no concurrency cap, no time limit, a family that admits in
+runs: Engine.takes_arrivals) arrivals are no event either: the requests due before a step
+starts are sent then (at the times the driver's arrivals process would send them) and join
+the run's waiting list, decode-only stretches stopping at the next arrival (_fed_steps).
 Every figure is the same float step-by-step simulation computes (tests/test_fast_forward.py).
 """
 
