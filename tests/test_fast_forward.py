@@ -327,6 +327,48 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
         assert x.tobytes() == y.tobytes()
 
 
+def test_runs_leave_big_batches_to_the_lane(monkeypatch):
+    """A run plans admissions (in Python, request by request) only below LANE_MIN running
+    requests: from there on vLLM V1's lane schedules the steps, a lone replica's runs stopping
+    at arrivals again; the same bytes as step by step."""
+    import sim.run.fast_forward as ff
+    from sim.schedulers import vllm_v1
+
+    monkeypatch.setattr(vllm_v1, "LANE_MIN", 8)
+    batches = []
+    plan = ff._admissions
+
+    def counted(sched, run, *args):
+        batches.append(len(run.alive))
+        return plan(sched, run, *args)
+
+    monkeypatch.setattr(ff, "_admissions", counted)
+
+    def run(ff_on: bool):
+        from sim.run.driver import run_simpy
+
+        cfg = SimConfig.from_mapping(
+            {
+                "cost_profile": "prior",
+                "fast_forward": ff_on,
+                "engine_args": {"enable_prefix_caching": False, "max_num_seqs": 24},
+                "workload": {"num_requests": 200, "rate": 40.0, "input_len": 300},
+            }
+        )
+        setup = Setup.from_config(cfg)
+        log = StepLog()
+        engines = setup.engines(log)
+        outcome = run_simpy(generate(cfg.workload, np.random.default_rng(0)), engines)
+        return outcome, log.frame(), engines[0]
+
+    (a, sa, _), (b, sb, eb) = run(False), run(True)
+    assert batches and max(batches) < 8, max(batches)
+    assert max(sb["num_running"]) > 16 and eb.num_fast_forwarded_steps > 0
+    assert sa.equals(sb)
+    for field in ("arrival_s", "first_token_s", "finish_s", "output_tokens"):
+        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     now=st.floats(0, 1e7, allow_nan=False),

@@ -86,8 +86,10 @@ def test_lane_gives_the_same_bytes(name, fast_forward, tmp_path, monkeypatch):
     for file in files:
         assert (objects / file).read_bytes() == (lane / file).read_bytes(), file
     a, b = (json.loads((d / "summary.json").read_text()) for d in (objects, lane))
-    for s in (a, b):
+    for s in (a, b):  # (runs that admit stop where the lane would schedule: fewer steps in
+        # runs with LANE_MIN at 1)
         s["sim"].pop("wall_time_s"), s["sim"].pop("cpu_time_s")
+        s["sim"].pop("fast_forwarded_steps")
     assert a == b
 
 

@@ -246,19 +246,19 @@ def run_simpy(
         if d.ended == total and not all_done.triggered:
             all_done.succeed()
 
-    if feed is None:
-        env.process(arrivals())
-    if feed is not None:
+    if feed is not None:  # the replica sends its arrivals itself
         env.process(fed_replica(engines[0]))
-    elif lockstep and len(engines) > 1:
-        if any(e.pp > 1 for e in engines):
-            raise UserError(
-                "lock-stepped data-parallel replicas with pipeline stages are not modelled"
-            )
-        env.process(together())
     else:
-        for engine in engines:
-            env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
+        env.process(arrivals())
+        if lockstep and len(engines) > 1:
+            if any(e.pp > 1 for e in engines):
+                raise UserError(
+                    "lock-stepped data-parallel replicas with pipeline stages are not modelled"
+                )
+            env.process(together())
+        else:
+            for engine in engines:
+                env.process(pipeline(engine) if engine.pp > 1 else replica(engine))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
     env.run(until=stop)
     for engine in engines:  # requests in flight as they stand (a time limit)

@@ -143,8 +143,10 @@ class Engine:
     @property
     def takes_arrivals(self) -> bool:
         """Whether fast-forwarded runs can admit requests that arrive while they go on (the
-        driver then hands this replica its arrivals: `feed` in advance)."""
-        return self.fast_forward and self.scheduler.admits_in_runs()
+        driver then hands this replica its arrivals: `feed` in advance). Asked before the run
+        starts; a run that cannot admit for now (Scheduler.admits_in_runs, asked again at each
+        advance and as a run's batch grows) stops before the next arrival, as without a feed."""
+        return self.fast_forward and self.scheduler.admits_in_runs(0)
 
     def advance(
         self, now: float, horizon: float, feed: Feed | None = None

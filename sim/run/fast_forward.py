@@ -85,6 +85,10 @@ def fast_forward(
     running = sched.running
     if feed is not None:
         feed.send_until(now)
+        if not sched.admits_in_runs(len(running)):  # (the family's own steps, for now)
+            arrival, feed = feed.next_s(), None  # an arrival is an event again: the run
+            if arrival is not None:  # stops before the next
+                horizon = min(horizon, arrival)
     if not running or horizon <= now:
         return None
     lane = sched.running_lane()  # None: the Request objects hold the counters
@@ -95,7 +99,7 @@ def fast_forward(
         chunked = int(lane.t[-1]) - int(lane.c[-1]) != 1
     admit = feed is not None  # (a run past arrivals admits them as they come)
     if not (admit or (sched.chunked_run() if chunked else sched.decode_run())):
-        if not (sched.waiting and sched.admits_in_runs()):
+        if not (sched.waiting and sched.admits_in_runs(len(running))):
             return None
         admit = True  # the run starts with the step that admits the waiting requests
     finishes = engine.finish_inside_runs and sched.finish_inside_runs()
@@ -164,6 +168,8 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         start = run.ends[-1]
         if start >= horizon:
             return
+        if run.waiting and not sched.admits_in_runs(len(run.alive)):
+            return  # a run that admits, grown past what it plans well
         if run.feed is not None:
             _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens

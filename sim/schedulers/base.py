@@ -104,7 +104,7 @@ class Scheduler(Protocol):
 
     def sync_requests(self) -> None: ...
 
-    def admits_in_runs(self) -> bool: ...
+    def admits_in_runs(self, batch: int) -> bool: ...
 
     def decode_run_of(self, batch: int, waiting: bool) -> bool: ...
 
@@ -350,12 +350,13 @@ class SchedulerBase:
         that cannot say keep the default: never."""
         return False
 
-    def admits_in_runs(self) -> bool:
-        """Whether a fast-forwarded run may admit waiting requests itself, as this family's
-        step would (fast_forward.py plans vLLM V1's admission: each waiting request in order
-        while budget, sequence slots and blocks allow, one chunk, no prefix lookup), and the
-        run may go on past finishes (as finish_inside_runs) whenever none waits. Families
-        that cannot say keep the default: never."""
+    def admits_in_runs(self, batch: int) -> bool:
+        """Whether a fast-forwarded run with `batch` requests running may admit waiting
+        requests itself, as this family's step would (fast_forward.py plans vLLM V1's
+        admission: each waiting request in order while budget, sequence slots and blocks
+        allow, one chunk, no prefix lookup), and the run may go on past finishes (as
+        finish_inside_runs) whenever none waits. Families that cannot say keep the default:
+        never."""
         return False
 
     def decode_run_of(self, batch: int, waiting: bool) -> bool:

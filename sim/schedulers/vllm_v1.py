@@ -270,14 +270,17 @@ class VllmV1Scheduler(SchedulerBase):
         # nothing can be admitted: no one waits, or no sequence slot is free
         return not (self.waiting or self.ready) or len(self.running) >= self.max_num_seqs
 
-    def admits_in_runs(self) -> bool:
+    def admits_in_runs(self, batch: int) -> bool:
         # the waiting requests' admission as fast_forward.py plans it: FCFS, nothing to look up
         # (no prefix cache, no offload tiers), one chunk of min(threshold, budget) tokens in
         # blocks_for(n) = cdiv(n, block_size) new blocks; nothing arrives by the ready queue and
-        # a finish frees its blocks at once (not a disaggregated prefill replica)
+        # a finish frees its blocks at once (not a disaggregated prefill replica); fewer than
+        # LANE_MIN running (from there on a step through the lane costs less than one a run
+        # plans in Python, request by request)
         kv = self.kv
         return bool(
-            not (self.ready or self.priority or self.spec_k)
+            batch < LANE_MIN
+            and not (self.ready or self.priority or self.spec_k)
             and self.enable_chunked_prefill
             and self.sending is None
             and not kv.enable_caching
