@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.config import SimConfig
-from sim.run.driver import run_loop
+from sim.run.driver import check_conservation, run_loop, run_simpy
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
 from sim.workload.generate import generate
@@ -124,22 +124,33 @@ def test_fast_forward_gives_the_same_bytes(name, tmp_path, monkeypatch):
     assert a == b
 
 
+def _simulated(ff_on: bool, workload: dict, engine_args: dict | None = None, simpy=False):
+    """One replica priced by the prior, step by step or fast-forwarded, driven by the plain
+    loop or by simpy: (the run's outcome, its step log, the engine); nothing lost."""
+    cfg = SimConfig.from_mapping(
+        {
+            "cost_profile": "prior",
+            "fast_forward": ff_on,
+            "engine_args": engine_args or {},
+            "workload": workload,
+        }
+    )
+    log = StepLog()
+    engines = Setup.from_config(cfg).engines(log)
+    work = generate(cfg.workload, np.random.default_rng(0))
+    outcome = run_simpy(work, engines) if simpy else run_loop(work, engines[0])
+    check_conservation(outcome, engines)
+    return outcome, log.frame(), engines[0]
+
+
 def test_plain_loop_fast_forwards_the_same():
     """The plain-loop driver (no simpy) gives the same requests and steps both ways."""
     frames = []
     for ff in (False, True):
-        cfg = SimConfig.from_mapping(
-            {
-                "cost_profile": "prior",
-                "fast_forward": ff,
-                "workload": {"num_requests": 80, "rate": 10.0, "input_len": 300},
-            }
+        outcome, frame, engine = _simulated(
+            ff, {"num_requests": 80, "rate": 10.0, "input_len": 300}
         )
-        setup = Setup.from_config(cfg)
-        log = StepLog()
-        engine = setup.engines(log)[0]
-        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
-        frames.append((outcome.records, log.frame(), engine.num_fast_forwarded_steps))
+        frames.append((outcome.records, frame, engine.num_fast_forwarded_steps))
     (ra, sa, na), (rb, sb, nb) = frames
     assert na == 0 and nb > 0
     assert sa.equals(sb)
@@ -171,18 +182,9 @@ def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
     )
 
     def run(ff_on: bool, **workload):
-        cfg = SimConfig.from_mapping(
-            {
-                "cost_profile": "prior",
-                "fast_forward": ff_on,
-                "workload": {"num_requests": 80, "rate": 10.0, "input_len": 300} | workload,
-            }
-        )
-        setup = Setup.from_config(cfg)
-        log = StepLog()
-        engine = setup.engines(log)[0]
-        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
-        return outcome.records, log.frame(), engine
+        base = {"num_requests": 80, "rate": 10.0, "input_len": 300}
+        outcome, frame, engine = _simulated(ff_on, base | workload)
+        return outcome.records, frame, engine
 
     (ra, sa, _), (rb, sb, engine) = run(False), run(True)
     assert engine.finish_inside_runs and sum(finishes) > 20
@@ -227,27 +229,18 @@ def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
     monkeypatch.setattr(engine_module.Engine, "step", stepped)
 
     def run(ff_on: bool):
-        cfg = SimConfig.from_mapping(
-            {
-                "cost_profile": "prior",
-                "fast_forward": ff_on,
-                "engine_args": {
-                    "enable_prefix_caching": False,
-                    "scheduler_reserve_full_isl": reserve,
-                    "num_gpu_blocks_override": blocks,
-                    "max_model_len": 4096,
-                    "max_num_batched_tokens": 256,
-                    "max_num_seqs": 24,
-                    "long_prefill_token_threshold": 100,
-                },
-                "workload": {"num_requests": 160, "rate": 20.0, "input_len": 300},
-            }
-        )
-        setup = Setup.from_config(cfg)
-        log = StepLog()
-        engine = setup.engines(log)[0]
-        outcome = run_loop(generate(cfg.workload, np.random.default_rng(0)), engine)
-        return outcome.records, log.frame(), engine
+        engine_args = {
+            "enable_prefix_caching": False,
+            "scheduler_reserve_full_isl": reserve,
+            "num_gpu_blocks_override": blocks,
+            "max_model_len": 4096,
+            "max_num_batched_tokens": 256,
+            "max_num_seqs": 24,
+            "long_prefill_token_threshold": 100,
+        }
+        workload = {"num_requests": 160, "rate": 20.0, "input_len": 300}
+        outcome, frame, engine = _simulated(ff_on, workload, engine_args)
+        return outcome.records, frame, engine
 
     (ra, sa, a), steps_alone = run(False), single[0]
     single[0] = 0
@@ -272,7 +265,6 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
     runs (and after runs cut at MAX_RUN_STEPS) see the requests that arrived by then. The
     requests, steps and gaps between tokens are those of step by step."""
     import sim.run.engine as engine_module
-    from sim.run.driver import check_conservation, run_simpy
     from sim.workload.records import merged
 
     calls = [0]
@@ -286,31 +278,21 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
     monkeypatch.setattr("sim.run.fast_forward.MAX_RUN_STEPS", max_steps)
 
     def run(ff_on: bool):
-        cfg = SimConfig.from_mapping(
-            {
-                "cost_profile": "prior",
-                "fast_forward": ff_on,
-                "engine_args": {
-                    "enable_prefix_caching": False,
-                    "max_model_len": 900,
-                    "num_gpu_blocks_override": blocks,
-                },
-                "workload": {
-                    "num_requests": 300,
-                    "rate": 20.0,
-                    "input_len": 300,
-                    "output_len": 120,
-                    "length_dist": "lognormal",
-                },
-            }
-        )
-        setup = Setup.from_config(cfg)
-        log = StepLog()
-        engines = setup.engines(log)
+        engine_args = {
+            "enable_prefix_caching": False,
+            "max_model_len": 900,
+            "num_gpu_blocks_override": blocks,
+        }
+        workload = {
+            "num_requests": 300,
+            "rate": 20.0,
+            "input_len": 300,
+            "output_len": 120,
+            "length_dist": "lognormal",
+        }
         calls[0] = 0
-        outcome = run_simpy(generate(cfg.workload, np.random.default_rng(0)), engines)
-        check_conservation(outcome, engines)
-        return outcome, log.frame(), engines[0], calls[0]
+        outcome, frame, engine = _simulated(ff_on, workload, engine_args, simpy=True)
+        return outcome, frame, engine, calls[0]
 
     (a, sa, ea, step_calls), (b, sb, eb, run_calls) = run(False), run(True)
     assert not ea.takes_arrivals and eb.takes_arrivals
@@ -345,21 +327,9 @@ def test_runs_leave_big_batches_to_the_lane(monkeypatch):
     monkeypatch.setattr(ff, "_admissions", counted)
 
     def run(ff_on: bool):
-        from sim.run.driver import run_simpy
-
-        cfg = SimConfig.from_mapping(
-            {
-                "cost_profile": "prior",
-                "fast_forward": ff_on,
-                "engine_args": {"enable_prefix_caching": False, "max_num_seqs": 24},
-                "workload": {"num_requests": 200, "rate": 40.0, "input_len": 300},
-            }
-        )
-        setup = Setup.from_config(cfg)
-        log = StepLog()
-        engines = setup.engines(log)
-        outcome = run_simpy(generate(cfg.workload, np.random.default_rng(0)), engines)
-        return outcome, log.frame(), engines[0]
+        engine_args = {"enable_prefix_caching": False, "max_num_seqs": 24}
+        workload = {"num_requests": 200, "rate": 40.0, "input_len": 300}
+        return _simulated(ff_on, workload, engine_args, simpy=True)
 
     (a, sa, _), (b, sb, eb) = run(False), run(True)
     assert batches and max(batches) < 8, max(batches)

@@ -17,10 +17,18 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _hand_out(pool: BlockPool, tables: list[list[int]]) -> None:
-    """A new block for each block table, in order, taken from the pool in one call."""
-    for blocks, block in zip(tables, pool.get_new_blocks(len(tables)), strict=True):
-        blocks.append(block)
+def _hand_out(pool: BlockPool, tables: list[list[int]], counts: list[int] | None = None) -> None:
+    """New blocks for each block table, in order (one each, or counts[i] for table i), taken
+    from the pool in one call: the blocks one take after another would hand out."""
+    if counts is None:
+        for blocks, block in zip(tables, pool.get_new_blocks(len(tables)), strict=True):
+            blocks.append(block)
+        return
+    new = pool.get_new_blocks(sum(counts))
+    at = 0
+    for blocks, k in zip(tables, counts, strict=True):
+        blocks.extend(new[at : at + k])
+        at += k
 
 
 class KVCacheManager:
@@ -187,6 +195,26 @@ class KVCacheManager:
             self.num_cached_blocks[req.request_id] = num_full
         if pending:
             _hand_out(pool, pending)
+
+    def grow_all(self, grows: list[tuple[Request, int]]) -> None:
+        """grow(req, n) for each (req, req's computed tokens + n) in order, for requests that
+        hold blocks, where a grow only takes blocks (no prefix cache, bounded windows or
+        offload tiers) and the pool has every block they take (the caller counted them free):
+        the same blocks, taken in one call."""
+        assert not self.enable_caching and self.windowed is None and self.pool.lower is None
+        tables: list[list[int]] = []
+        counts: list[int] = []
+        owed: dict[int, int] = {}  # request id -> blocks already counted for it here
+        for req, end in grows:
+            rid = req.request_id
+            blocks = self.req_blocks[rid]
+            k = -(-end // self.block_size) - len(blocks) - owed.get(rid, 0)
+            if k > 0:
+                tables.append(blocks)
+                counts.append(k)
+                owed[rid] = owed.get(rid, 0) + k
+        if tables:
+            _hand_out(self.pool, tables, counts)
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks one request of `num_tokens` holds (fewer with bounded windows)."""

@@ -83,15 +83,15 @@ class _Feed:
         self.sender = sender
         self.last_s = 0.0  # the previous send (the arrivals process starts at 0)
 
-    def next_s(self) -> float | None:
+    def next_s(self) -> float:
         due = self.sender.next_send_s()
         if due is None:
-            return None
+            return math.inf
         t = self.last_s
         return t + (due - t) if due > t else t
 
     def send_until(self, t: float) -> None:
-        while (send_s := self.next_s()) is not None and send_s <= t:
+        while (send_s := self.next_s()) <= t:
             self.sender.send(send_s)
             self.last_s = send_s
 
@@ -147,18 +147,23 @@ def run_simpy(
                 progress(env.now, d.ended, total)
             _check_done()
 
+    def wait(durations: list[float]):
+        """The steps' time: one timeout, or for a fast-forwarded run one to its end where
+        now + d can hit it (else one per step)."""
+        if len(durations) == 1:
+            yield env.timeout(durations[0])
+            return
+        delay = delay_to(env.now, durations)
+        for dt in durations if delay is None else (delay,):
+            yield env.timeout(dt)
+
     def replica(engine: Engine):
         while True:
             if not engine.has_work:
                 wake[engine.replica] = env.event()
                 yield wake[engine.replica]
             durations, finished = engine.advance(env.now, env.peek())
-            if len(durations) == 1:
-                yield env.timeout(durations[0])
-            else:  # a fast-forwarded run: one timeout to its end if now + d can hit it
-                delay = delay_to(env.now, durations)
-                for dt in durations if delay is None else (delay,):
-                    yield env.timeout(dt)
+            yield from wait(durations)
             ended(finished)
             send_s = d.next_send_s()
             if send_s is not None and send_s <= env.now:  # a send due now joins this step
@@ -171,17 +176,12 @@ def run_simpy(
             _check_done()  # (the last requests may have been rejected on arrival)
             if not engine.has_work:
                 send_s = feed.next_s()
-                if send_s is None:
+                if send_s == math.inf:
                     return
                 yield env.timeout(delay_until(env.now, send_s))
                 continue
             durations, finished = engine.advance(env.now, math.inf, feed)
-            if len(durations) == 1:
-                yield env.timeout(durations[0])
-            else:  # a fast-forwarded run: one timeout to its end if now + d can hit it
-                delay = delay_to(env.now, durations)
-                for dt in durations if delay is None else (delay,):
-                    yield env.timeout(dt)
+            yield from wait(durations)
             ended(finished)
 
     def together():

@@ -86,9 +86,8 @@ def fast_forward(
     if feed is not None:
         feed.send_until(now)
         if not sched.admits_in_runs(len(running)):  # (the family's own steps, for now)
-            arrival, feed = feed.next_s(), None  # an arrival is an event again: the run
-            if arrival is not None:  # stops before the next
-                horizon = min(horizon, arrival)
+            horizon = min(horizon, feed.next_s())  # an arrival is an event again: the run
+            feed = None  # stops before the next
     if not running or horizon <= now:
         return None
     lane = sched.running_lane()  # None: the Request objects hold the counters
@@ -112,14 +111,12 @@ def fast_forward(
                 if r.max_output_len - r.num_output_tokens <= MIN_DECODE_STEPS:
                     return None
     run = Run(engine, now, finishes, lane)
-    if feed is not None:
+    if admit:
         run.waiting = list(sched.waiting)
-        run.finishes_admitted = engine.finish_inside_runs
+    if feed is not None:
         run.feed = feed
         _fed_steps(engine, run, horizon)
     elif admit:
-        run.waiting = list(sched.waiting)
-        run.finishes_admitted = engine.finish_inside_runs
         _chunk_steps(engine, run, horizon)
         if (
             run.alive
@@ -245,7 +242,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
             run.next_wait += len(admitted)
             run.num_waiting -= len(admitted)
             if not run.waiting_left:  # the queue empty: finishes are no event now
-                run.finishes = run.finishes_admitted
+                run.finishes = engine.finish_inside_runs
         step = cost.cost(pre_q, pre_c, dec_c, cpu_batch=len(batch))  # batch_cost's call
         total_s = step.total_s
         end_s = start + total_s
@@ -300,9 +297,8 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
     waits) stop at the next arrival. Stops where a step would need the usual paths (short of
     blocks, a finish while requests wait, nothing to admit for now), at MAX_RUN_STEPS, or when
     the replica runs out of work."""
-    sched, feed = engine.scheduler, run.feed
-    arrival = feed.next_s()  # (only _deliver sends while the run goes on)
-    run.next_arrival = math.inf if arrival is None else arrival
+    sched = engine.scheduler
+    run.next_arrival = run.feed.next_s()  # (only _deliver sends while the run goes on)
     while run.steps < MAX_RUN_STEPS and run.alive:
         before = run.steps
         _deliver(sched, run, run.ends[-1])
@@ -322,8 +318,7 @@ def _deliver(sched: Scheduler, run: Run, t: float) -> None:
         return
     queued = len(sched.waiting)
     run.feed.send_until(t)
-    arrival = run.feed.next_s()
-    run.next_arrival = math.inf if arrival is None else arrival
+    run.next_arrival = run.feed.next_s()
     added = len(sched.waiting) - queued
     if added:
         run.waiting.extend(itertools.islice(sched.waiting, queued, None))

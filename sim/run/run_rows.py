@@ -24,8 +24,8 @@ from sim.workload.request import Request
 class Feed(Protocol):
     """A replica's arrivals, which it sends itself (sim/run/driver.py's _Feed)."""
 
-    def next_s(self) -> float | None:
-        """When the next request is sent (None: every one has been)."""
+    def next_s(self) -> float:
+        """When the next request is sent (inf: every one has been)."""
         ...
 
     def send_until(self, t: float) -> None:
@@ -74,7 +74,7 @@ class Run:
         else:  # the lane holds them (Scheduler.running_lane)
             self.computed, self.outputs = lane.c.tolist(), lane.out.tolist()
             self.held = lane.held.tolist()
-            self.last_s = [None if x != x else x for x in lane.last.tolist()]  # NaN: none yet
+            self.last_s = lane.last_token_s()
         self.prompts = [q.prompt_len for q in r]
         self.limits = [q.max_output_len for q in r]
         # requests not yet decoding one token a step (a prefill in progress): a decoding
@@ -102,14 +102,12 @@ class Run:
         self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
         self.measure_from = engine.scheduler.itl.measure_from
         self.kv = engine.kv
-        # admission (Scheduler.admits_in_runs): the waiting queue at the start, the next to
-        # admit, when each admitted request was scheduled, and whether the run may go on past
-        # finishes once every one is admitted
+        # admission (Scheduler.admits_in_runs): the waiting queue at the start (and, with a
+        # feed, the requests sent since), the next to admit, when each was scheduled
         self.waiting: list[Request] = []
         self.next_wait = 0
         self.num_waiting = len(engine.scheduler.waiting)  # after each step: its row's
         self.admitted_at: dict[int, float] = {}
-        self.finishes_admitted = False
         self.feed: Feed | None = None  # arrivals sent before each step (fast_forward's feed)
         self.next_arrival = math.inf  # the feed's next send
 
@@ -239,22 +237,17 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     running = run.running
     finished = []
     # without a prefix cache, bounded windows or offload tiers a grow only takes blocks:
-    # consecutive takes go out as one (the pool hands out the same blocks, in order)
+    # the grows between two admissions or finishes go as one (KVCacheManager.grow_all)
     plain = not kv.enable_caching and kv.windowed is None and kv.pool.lower is None
-    pending: list[tuple[list[int], int]] = []  # (block table, blocks it takes), in order
-    owed: dict[int, int] = {}  # request index -> blocks pending for it
+    pending: list[tuple[Request, int]] = []  # (request, its computed tokens after the grow)
     for i, n, computed, out in run.calls:
         req = running[i]
         if plain and n > 0:
-            blocks = kv.req_blocks[req.request_id]
-            k = -(-(computed + n) // kv.block_size) - len(blocks) - owed.get(i, 0)
-            if k > 0:
-                pending.append((blocks, k))
-                owed[i] = owed.get(i, 0) + k
+            pending.append((req, computed + n))
             continue
         if pending:
-            _hand_out(kv, pending)
-            pending, owed = [], {}
+            kv.grow_all(pending)
+            pending = []
         if n == ADMIT:  # as _admit_waiting admits it (n: its new tokens)
             sched.admit_planned(req, computed, run.admitted_at[i])
             continue
@@ -270,7 +263,7 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
         if not kv.grow(req, n):
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
     if pending:
-        _hand_out(kv, pending)
+        kv.grow_all(pending)
     for i in run.alive:
         req = running[i]
         req.num_computed_tokens = run.computed[i]
@@ -294,14 +287,3 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     )
     sched.advance_decode_state(run.steps)
     return finished
-
-
-def _hand_out(kv: KVCacheManager, pending: list[tuple[list[int], int]]) -> None:
-    """The blocks of consecutive grows taken in one call and handed out in order."""
-    new = kv.pool.take(sum(k for _, k in pending))
-    if new is None:
-        raise RuntimeError("fast-forward: the pool ran out of blocks a run had counted free")
-    at = 0
-    for blocks, k in pending:
-        blocks.extend(new[at : at + k])
-        at += k

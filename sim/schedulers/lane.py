@@ -80,15 +80,19 @@ class Lane:
         for name in FIELDS:
             setattr(self, name, getattr(self, name)[keep])
 
+    def last_token_s(self) -> list[float | None]:
+        """Each row's last_token_s as the objects hold it (None for none yet: NaN here)."""
+        return [None if x != x else x for x in self.last.tolist()]
+
     def sync(self) -> None:
         """Write the lane's counters back to its requests (by identity, whatever the running
         list holds now)."""
         for req, c, out, last in zip(
-            self.requests, self.c.tolist(), self.out.tolist(), self.last.tolist(), strict=True
+            self.requests, self.c.tolist(), self.out.tolist(), self.last_token_s(), strict=True
         ):
             req.num_computed_tokens = c
             req.num_output_tokens = out
-            req.last_token_s = None if last != last else last  # NaN: none yet
+            req.last_token_s = last
 
     def check(self, running: list[Request], req_blocks: dict) -> None:
         """The lane mirrors the running requests (check_invariants)."""
