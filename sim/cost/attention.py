@@ -11,6 +11,9 @@ attention's indexer and linear attention are priced by the roofline prior (sim/c
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import add
+
 import numpy as np
 
 from sim.cost.context_table import ContextTable
@@ -63,10 +66,26 @@ class AttentionCost:
         self._tables: dict[tuple[int, int, bool], ContextTable] = {}  # see _table
         self._floors: dict[tuple[str, AttentionShape], float] = {}
         self._decode_info: list | None = None  # see _decode_terms
+        self._plans: dict[tuple[int, bool], list] = {}  # see _decode_plan
+        self._prefill_plan: list | None = None  # see prefill
 
     def prefill(self, pre_q: list[int], pre_c: list[int]) -> float:
         """Seconds of every layer's prefill attention for the step's chunks, launch floors
         included."""
+        plan = self._prefill_plan
+        if plan is None:  # standard attention in every layer kind: (index, count, shape, floor)
+            plan = self._prefill_plan = []
+            if all(a not in (Attention.LINEAR, Attention.MLA) for a in self._attentions()):
+                for index, (layer, count) in enumerate(self.layers):
+                    shape = self.shapes[id(layer)]
+                    plan.append((index, count, shape, self._floor("attention_prefill", shape)))
+        if plan:  # the loop below for these kinds, with its lookups done once
+            total = 0.0
+            for index, count, shape, floor in plan:
+                pre = self._prefill_chunks(index, shape, pre_q, pre_c)
+                pre += floor
+                total += count * pre
+            return total
         m, pr = self.model, self.pricer
         n_pre = len(pre_q)
         total = 0.0
@@ -98,6 +117,9 @@ class AttentionCost:
                 pre += self._floor("attention_prefill", shape)
             total += count * pre
         return total
+
+    def _attentions(self) -> list[Attention]:
+        return [layer.attention for layer, _ in self.layers]
 
     def _prefill_chunks(self, index: int, shape, pre_q: list[int], pre_c: list[int]) -> float:
         """Sum over the step's chunks of their attention seconds, each chunk (q new tokens
@@ -190,16 +212,68 @@ class AttentionCost:
             def layer_sum(table: ContextTable) -> float:  # sequential, as np.cumsum
                 return float(np.add.accumulate(table(contexts))[-1])
 
-        else:
+            return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
+        # a list: _decode_total's sum with its lookups done once per batch size (_decode_plan)
+        num_seqs = len(contexts)
+        if num_seqs == 0:
+            return 0.0
+        plan = self._plans.get((num_seqs, mixed)) or self._decode_plan(num_seqs, mixed)
+        top = max(contexts)
+        total = 0.0
+        for count, table, floor, fixed in plan:
+            if table is None:
+                dec = fixed
+            else:
+                values = table.values_upto(top)
+                if values is None:  # (beyond the dense pages)
+                    dec = reduce(add, table.row(contexts))
+                else:  # sequential, as np.cumsum
+                    dec = reduce(add, map(values.__getitem__, contexts))
+                if floor is not None:
+                    dec = dec + floor
+            total += count * dec
+        return total
 
-            def layer_sum(table: ContextTable) -> float:
-                values = table.row(contexts)
-                total = values[0]
-                for value in values[1:]:  # sequential, as np.cumsum
-                    total += value
-                return total
+    def _decode_plan(self, num_seqs: int, mixed: bool) -> list:
+        """Per layer kind, in order: (count, its ContextTable or None for linear attention,
+        the launch floor a decode-only step adds or None, linear attention's seconds)."""
+        plan = []
+        for index, count, attention, floor in self._decode_terms():
+            if attention is Attention.LINEAR:
+                flops, state = self._linear_terms()
+                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+                plan.append((count, None, None, dec))
+            else:
+                table = self._table(index, num_seqs, mixed)
+                plan.append((count, table, None if mixed else floor, 0.0))
+        self._plans[(num_seqs, mixed)] = plan
+        return plan
 
-        return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
+    def decode_rows(self, contexts: list[int], steps: int, mixed: bool) -> list[float] | None:
+        """decode_one(contexts + k, mixed) for k = 0 .. steps - 1, in plain Python: the same
+        operations in the same order (each step's sum over its sequences in running order,
+        as decode_one's loop and decode's np.cumsum), so the same bits; None where a context
+        lies beyond a table's dense pages (decode() then)."""
+        num_seqs = len(contexts)
+        totals = [0.0] * steps
+        if num_seqs == 0:
+            return totals
+        top = max(contexts) + steps - 1
+        plan = self._plans.get((num_seqs, mixed)) or self._decode_plan(num_seqs, mixed)
+        for count, table, floor, fixed in plan:
+            if table is None:
+                totals = [t + count * fixed for t in totals]
+                continue
+            values = table.values_upto(top)
+            if values is None:
+                return None
+            # row k of zip(*slices): step k's values, sequence by sequence
+            rows = zip(*[values[c : c + steps] for c in contexts], strict=True)
+            sums = [reduce(add, row) for row in rows]
+            if floor is not None:
+                sums = [s + floor for s in sums]
+            totals = [t + count * s for t, s in zip(totals, sums, strict=True)]
+        return totals
 
     def _decode_total(self, num_seqs: int, mixed: bool, layer_sum, total):
         """Sum over layer kinds of count x (the kind's per-sequence sum + its launch floor),

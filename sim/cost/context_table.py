@@ -48,6 +48,15 @@ class ContextTable:
             self.dense = np.concatenate([self.dense, self._page(have, need - have)])
             self.dense_values = array("d", self.dense.tobytes())
 
+    def values_upto(self, top: int) -> array | None:
+        """The values of contexts 0 .. top (at least) as an array of Python-readable floats,
+        indexable by context; None when `top` lies beyond the dense pages."""
+        if top >= DENSE_TOKENS:
+            return None
+        if top >= len(self.dense_values):
+            self._grow(top)
+        return self.dense_values
+
     def row(self, contexts: list[int]) -> list[float]:
         """The same values for one list of contexts, as Python floats."""
         top = max(contexts)

@@ -97,6 +97,8 @@ class KernelPricer:
     # pricers with the same fingerprint price everything alike, so the cost model may share
     # their per-context decode tables across runs in one process (None: no sharing).
     fingerprint: str | None = None
+    # per prefill shape: its surface with the head features fixed (prefill_chunk_s)
+    _head_fixed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _find(self, kind: str, *key: str) -> str | None:
         """The exact surface key, else one of the same kind with the same last key part."""
@@ -197,17 +199,18 @@ class KernelPricer:
                 flops / (peak * p.attention_prefill_flops_efficiency),
                 nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
             )
-        feats = [
-            log2_scalar(q),
-            log2_scalar(num_seqs * heads),
-            log2_scalar(pairs / q),
-            log2_scalar(head_dim),
-            log2_scalar(heads / kv_heads),
-        ]
+        feats = [log2_scalar(q), log2_scalar(num_seqs * heads), log2_scalar(pairs / q)]
         if c > 0:  # as prefill_s: a chunk after cached tokens takes the matching prefill's
             feats[0] = max(feats[0], feats[2] + 1.0)
         roof = max(flops / peak, nbytes / hw.hbm_bytes_per_s)
-        return roof * math.exp(surface.at(feats))
+        head = (log2_scalar(head_dim), log2_scalar(heads / kv_heads))  # the shape's own
+        if len(surface.features) != 5:
+            return roof * math.exp(surface.at([*feats, *head]))
+        key = (id(surface), head)
+        fixed = self._head_fixed.get(key)
+        if fixed is None:  # (the same bits as surface.at of all five: Surface.fixing)
+            fixed = self._head_fixed[key] = (surface.fixing(head), surface)
+        return roof * math.exp(fixed[0].at(feats))
 
     def decode_s(self, ctx, num_seqs, shape: AttentionShape, mixed: bool = False) -> np.ndarray:
         """Per-sequence seconds of decode attention: a batch costs their sum plus one

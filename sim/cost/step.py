@@ -40,6 +40,7 @@ from sim.cost.attention import AttentionCost
 from sim.cost.comm import Topology, logits_gather_s, stage_send_s
 from sim.cost.kernels import KernelPricer
 from sim.cost.prior import CostProfile
+from sim.cost.run_pricing import RunPricing
 from sim.cost.speculative import verify_cost
 from sim.engines.overheads import executor_s
 from sim.engines.settings import EngineSettings
@@ -117,7 +118,7 @@ class _LayerTerms:
     elementwise: tuple[tuple[str, float], ...]  # (kind, bytes per token)
 
 
-class CostModel:
+class CostModel(RunPricing):
     def __init__(
         self,
         model: ModelSpec,
@@ -396,39 +397,6 @@ class CostModel:
             p2p_s=p2p,
             pp=self.pp,
         )
-
-    def decode_step(self, contexts: list[int]) -> tuple[float, float, float]:
-        """(gpu_s, cpu_s, total_s) of one decode-only step at these contexts, in plain
-        Python: the same sums in the same order as decode_run's rows and as step_cost."""
-        c = self._decode_base_of(contexts)
-        gpu = (
-            c.linear_s
-            + c.moe_s
-            + c.attention_prefill_s
-            + self.attention.decode_one(contexts, False)
-        )
-        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
-        return gpu, c.cpu_s, max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
-
-    def _decode_base_of(self, contexts) -> StepCost:
-        """A decode-only step's cost at these contexts, whose every part but the attention
-        depends on the batch size alone (cached per batch size)."""
-        batch = len(contexts)
-        c = self._decode_base.get(batch)
-        if c is None:
-            c = self._decode_base[batch] = self.cost([], [], contexts)
-        return c
-
-    def decode_run(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(gpu_s, cpu_s, total_s) per step of a run of decode-only steps, row k of `contexts`
-        holding step k's contexts: the same sums, in the same order, as step_cost of each
-        step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
-        c = self._decode_base_of(contexts[0])
-        decode = self.attention.decode(contexts, False)
-        gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
-        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
-        total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
-        return gpu, np.full(len(gpu), c.cpu_s), total
 
     def step_time_s(self, plan: StepPlan) -> float:
         return self.step_cost(plan).total_s

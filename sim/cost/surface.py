@@ -34,6 +34,7 @@ class Surface:
     coef: np.ndarray  # shape = tuple(len(k) for k in knots)
     bounds: tuple[tuple[float, float], ...] | None = None  # per feature: the data's range
     cells: tuple | None = field(default=None, compare=False, repr=False)  # see _cells
+    plain: tuple | None = field(default=None, compare=False, repr=False)  # see _plain_cells
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -63,24 +64,45 @@ class Surface:
     def at(self, row) -> float:
         """The value at one point (a sequence of features), in plain Python: __call__'s
         interpolation by the same operations in the same order, so the same bits."""
-        cells, offsets, _ = _cells(self)
-        coef = self.coef.ravel()
+        cells, offsets, coef = self.plain or _plain_cells(self)
         base = 0
         fracs = []
-        for d, k, lo, hi, stride, last in cells:
+        for d, knots, lo, hi, stride, last in cells:
             v = min(max(float(row[d]), lo), hi)
-            knots = k.tolist()
             i = min(max(bisect.bisect_right(knots, v) - 1, 0), last)
             base += i * stride
             fracs.append((v - knots[i]) / (knots[i + 1] - knots[i]))
         if not cells:
-            return float(coef[base])
-        values = coef[base + offsets].tolist()
+            return coef[base]
+        values = [coef[base + o] for o in offsets]
         for f in reversed(fracs):  # the last feature first: its lower and upper corners pair up
             half = len(values) // 2
-            pairs = zip(values[:half], values[half:], strict=True)
-            values = [a * (1 - f) + b * f for a, b in pairs]
+            g = 1 - f
+            values = [a * g + b * f for a, b in zip(values[:half], values[half:], strict=True)]
         return values[0]
+
+    def fixing(self, tail) -> Surface:
+        """This surface with its last len(tail) features fixed at the values `tail`: a
+        surface of the leading features whose at() gives the same bits as at() of the whole
+        row (those features folded on the grid once, by the same operations at() folds them
+        with, last feature first)."""
+        cells, _, _ = _cells(self)
+        lead = len(self.features) - len(tail)
+        grid = np.asarray(self.coef, dtype=np.float64)
+        for d in range(len(self.features) - 1, lead - 1, -1):
+            cell = next((c for c in cells if c[0] == d), None)
+            if cell is None:  # one knot: nothing to fold
+                grid = grid[..., 0]
+                continue
+            _, k, lo, hi, _, last = cell
+            knots = k.tolist()
+            v = min(max(float(tail[d - lead]), float(lo)), float(hi))
+            i = min(max(bisect.bisect_right(knots, v) - 1, 0), last)
+            f = (v - knots[i]) / (knots[i + 1] - knots[i])
+            g = 1 - f
+            grid = grid[..., i] * g + grid[..., i + 1] * f
+        bounds = self.bounds[:lead] if self.bounds else None
+        return Surface(self.features[:lead], self.knots[:lead], grid, bounds)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Values at the rows of x (n x features): multilinear interpolation folded one feature
@@ -214,6 +236,23 @@ def _cells(surface: Surface) -> tuple[list, np.ndarray, np.ndarray]:
     offsets = bits @ np.array([c[4] for c in cells], dtype=np.int64)
     object.__setattr__(surface, "cells", (cells, offsets, bits))
     return surface.cells
+
+
+def _plain_cells(surface: Surface) -> tuple[list, list[int], list[float]]:
+    """_cells as Python numbers for Surface.at (knots and clamps as floats: the same values,
+    and a point's arithmetic stays in Python floats), with the coefficients as a flat list;
+    kept on the surface."""
+    cells, offsets, _ = _cells(surface)
+    plain = (
+        [
+            (d, k.tolist(), float(lo), float(hi), stride, last)
+            for d, k, lo, hi, stride, last in cells
+        ],
+        offsets.tolist(),
+        surface.coef.ravel().tolist(),
+    )
+    object.__setattr__(surface, "plain", plain)
+    return plain
 
 
 def data_bounds(x: np.ndarray, *others: tuple | None) -> tuple[tuple[float, float], ...]:

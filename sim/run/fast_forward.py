@@ -53,19 +53,20 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
 
 import numpy as np
 
 from sim.kv.manager import cdiv
 from sim.run.run_rows import (
     ADMIT,
-    PYTHON_ROWS,
     Engine,
     Feed,
     Run,
     apply_run,
     block_calls,
     price_rows,
+    python_rows,
     window_block_calls,
 )
 from sim.schedulers.base import Scheduler
@@ -161,6 +162,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
     threshold = sched.long_prefill_token_threshold
     c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
     prefilling = run.prefilling  # (a request not in it decodes: one known token to compute)
+    plain = not windowed and not run.measure_from  # (the decode pass's conditions)
     while run.steps < MAX_RUN_STEPS and run.alive and (not run.pure_decode() or run.waiting_left):
         start = run.ends[-1]
         if start >= horizon:
@@ -174,7 +176,28 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         # it (CostModel.batch_cost: one new token is a decode), chunks and decodes; pool calls
         batch, new_tokens, pre_q, pre_c, dec_c, calls, done = [], [], [], [], [], [], []
         new_blocks = num_decode = 0  # (decodes as SchedulerBase._plan counts them)
-        for i in run.alive:
+        alive = rest = run.alive
+        k = len(alive) - len(prefilling)  # the decodes, when they all come first (usually)
+        dec = alive[:k]  # (a copy: admissions join run.alive)
+        if plain and 0 < k < budget and all(i in prefilling for i in alive[k:]):
+            # the decodes in one pass: each its one token (a decoding request has out > 0)
+            dec_c = [c[i] for i in dec]
+            done = [i for i in dec if out[i] + 1 >= limit[i]]
+            if done and not run.finishes:
+                return  # a finish: the step after the bulk
+            for i, ci in zip(dec, dec_c, strict=True):  # (blocks_for(ci + 1), inlined)
+                if (ci + block_size) // block_size > held[i] or (
+                    caching and not (ci + 1) % block_size
+                ):
+                    calls.append((i, 1, ci, out[i]))
+                    new_blocks += max((ci + block_size) // block_size - held[i], 0)
+            batch, new_tokens = dec[:], [1] * k
+            num_decode = k
+            budget -= k
+            rest = alive[k:]
+        else:
+            dec = ()
+        for i in rest:
             ci = c[i]
             if i in prefilling:
                 n = prompt[i] + out[i] - ci
@@ -243,8 +266,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
             run.num_waiting -= len(admitted)
             if not run.waiting_left:  # the queue empty: finishes are no event now
                 run.finishes = engine.finish_inside_runs
-        step = cost.cost(pre_q, pre_c, dec_c, cpu_batch=len(batch))  # batch_cost's call
-        total_s = step.total_s
+        gpu_s, cpu_s, total_s = cost.step_times(pre_q, pre_c, dec_c, len(batch))  # batch_cost's
         end_s = start + total_s
         for i, n, _, _ in calls:
             if n > 0:
@@ -252,10 +274,18 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         run.calls.extend(calls)
         run.free -= new_blocks
         run.used += new_blocks
-        tokens = 0
         shared = 0  # measured tokens whose previous one came at the step's start (its gap)
         last_s, measure_from = run.last_s, run.measure_from
-        for i, n in zip(batch, new_tokens, strict=True):
+        skip = tokens = len(dec)
+        if dec:  # the decode pass's requests: a token each, all measured
+            prior = [last_s[i] for i in dec]
+            shared = prior.count(start)
+            run.gaps.extend([end_s - t for t in prior if t != start])
+            for i in dec:
+                c[i] += 1
+                out[i] += 1
+                last_s[i] = end_s
+        for i, n in zip(batch[skip:], new_tokens[skip:], strict=True):
             tokens += n
             ci = c[i] + n
             c[i] = ci
@@ -279,8 +309,8 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         run.ends.append(end_s)
         run.durations.append(total_s)
         col = run.columns
-        col["gpu_s"].append(step.gpu_s)
-        col["cpu_s"].append(step.cpu_s)
+        col["gpu_s"].append(gpu_s)
+        col["cpu_s"].append(cpu_s)
         col["prefill_tokens"].append(tokens - num_decode)
         col["decode_tokens"].append(num_decode)
         col["batch_size"].append(len(batch))
@@ -381,9 +411,9 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
     steps = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
     if steps < minimum or now >= horizon:
         return 0
-    if math.isfinite(horizon) and steps * (30 + len(c)) > PYTHON_ROWS:  # (priced in numpy:
-        # the rows in Python stop at the horizon) later steps read more KV, so take as long
-        steps = min(steps, int((horizon - now) / engine.cost.decode_step(c)[2]) + 2)
+    if math.isfinite(horizon) and not python_rows(steps, len(c)):  # (priced in numpy; the
+        # rows in Python are few) no step is shorter than the cost without attention
+        steps = min(steps, int((horizon - now) / engine.cost.decode_floor_s(c)) + 2)
     kv = engine.kv
     if kv.windowed is None:
         calls, new_per_step = block_calls(c, held, kv.block_size, steps, kv.enable_caching)
@@ -435,27 +465,29 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
         need = [-(-x // bs) for x in ends_c]
     else:
         need = [kv.blocks_for(x) for x in ends_c]
+    held_after = [n if n > h else h for h, n in zip(held, need, strict=True)]
     if whole:
         run.computed = ends_c
         run.outputs = [x + steps for x in out]
-        run.held = [n if n > h else h for h, n in zip(held, need, strict=True)]
+        run.held = held_after
         run.last_s = [end] * batch
     else:
         computed, outputs, held_now, last_s = run.computed, run.outputs, run.held, run.last_s
-        for j, i in enumerate(alive):
-            computed[i] = ends_c[j]
-            outputs[i] = out[j] + steps
-            held_now[i] = need[j] if need[j] > held[j] else held[j]
+        for i, x, h in zip(alive, ends_c, held_after, strict=True):
+            computed[i] = x
+            outputs[i] += steps
+            held_now[i] = h
             last_s[i] = end
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
     col = run.columns
     col["gpu_s"].extend(gpu_s)
     col["cpu_s"].extend(cpu_s)
-    col["prefill_tokens"].extend([0] * steps)
-    col["decode_tokens"].extend([batch] * steps)
-    col["batch_size"].extend([batch] * steps)
+    each = array("q", [batch]) * steps
+    col["prefill_tokens"].extend(array("q", [0]) * steps)
+    col["decode_tokens"].extend(each)
+    col["batch_size"].extend(each)
     col["kv_used"].extend(used)
-    col["num_running"].extend([batch] * steps)
-    col["num_waiting"].extend([run.num_waiting] * steps)
+    col["num_running"].extend(each)
+    col["num_waiting"].extend(array("q", [run.num_waiting]) * steps)
     return steps

@@ -73,30 +73,33 @@ class StepLog:
 
     def record_run(self, replica, start_s, duration_s, rows: dict) -> None:
         """Rows for a fast-forwarded run of steps: start and duration arrays, and per step
-        the lists in `rows` (gpu_s, cpu_s, prefill_tokens, decode_tokens, batch_size,
+        the arrays or lists in `rows` (gpu_s, cpu_s, prefill_tokens, decode_tokens, batch_size,
         kv_used, num_running and num_waiting: the KV blocks in use and the requests running
         and waiting after the step)."""
         n = len(start_s)
         c = self.columns
-        c["replica"].extend([replica] * n)
+        c["replica"].extend(array("q", [replica]) * n)
         c["start_s"].extend(start_s)
         c["duration_s"].extend(duration_s)
-        c["gpu_s"].extend(rows["gpu_s"])
-        c["cpu_s"].extend(rows["cpu_s"])
-        c["prefill_tokens"].extend(rows["prefill_tokens"])
-        c["decode_tokens"].extend(rows["decode_tokens"])
-        c["batch_size"].extend(rows["batch_size"])
+        for name in ("gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size"):
+            c[name].extend(rows[name])  # (arrays of the same type: copied whole)
         c["kv_blocks_used"].extend(rows["kv_used"])
         c["num_running"].extend(rows["num_running"])
         c["num_waiting"].extend(rows["num_waiting"])
-        c["num_preempted"].extend([0] * n)
+        c["num_preempted"].extend(array("q", [0]) * n)
         if self.sink is not None and len(c["start_s"]) >= self.chunk_rows:
             self.flush()
 
     def frame(self) -> pd.DataFrame:
-        """The steps held in memory (every step when nothing was streamed out)."""
+        """The steps held in memory (every step when nothing was streamed out): each column
+        copied out of its array once, and not consolidated with the others (pandas would copy
+        them all again into one block per type)."""
         return pd.DataFrame(
-            {name: np.frombuffer(col, dtype=col.typecode) for name, col in self.columns.items()}
+            {
+                name: np.frombuffer(col, dtype=col.typecode).copy()
+                for name, col in self.columns.items()
+            },
+            copy=False,
         )
 
     def flush(self) -> None:

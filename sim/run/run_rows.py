@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
 from typing import Protocol
 
 import numpy as np
@@ -95,7 +96,8 @@ class Run:
         self.unref: dict[int, int] = {}  # block id -> references dropped by finishes here
         self.ends = [now]
         self.durations: list[float] = []  # dt of each step: now + dt_1 + ... gives ends
-        self.columns: dict[str, list] = {k: [] for k in ROW_FIELDS}
+        # the step log's rows, typed as StepLog's columns (record_run copies them whole)
+        self.columns: dict[str, array] = {k: array(code) for k, code in ROW_FIELDS.items()}
         self.gaps: list[float] = []  # single gaps
         self.shared_gaps: list[float] = []  # a gap, and how many requests had it in a step:
         self.shared_counts: list[int] = []  # (a chunked step's decodes, last token at its start)
@@ -150,33 +152,43 @@ class Run:
         col["num_running"][-1] = len(self.alive)
 
 
-ROW_FIELDS = (
-    "gpu_s", "cpu_s", "prefill_tokens", "decode_tokens", "batch_size", "kv_used", "num_running",
-    "num_waiting",
-)  # fmt: skip
+ROW_FIELDS = {
+    "gpu_s": "d", "cpu_s": "d", "prefill_tokens": "q", "decode_tokens": "q", "batch_size": "q",
+    "kv_used": "q", "num_running": "q", "num_waiting": "q",
+}  # fmt: skip
 
 
-# Rows cost ~3 + 0.1 x batch µs each in plain Python and ~30 µs all together in numpy
-# (measured here), so runs with steps x (30 + batch) up to this are priced in Python.
-PYTHON_ROWS = 360
+# A run's rows cost ~4 + 0.2 x batch + 0.5 x steps + 0.03 x batch x steps µs in plain
+# Python (CostModel.decode_rows) and ~20 + 0.005 x batch x steps µs in one numpy call
+# (decode_run), measured here: runs below this bound are priced in Python.
+PYTHON_ROWS = 640
+
+
+def python_rows(steps: int, batch: int) -> bool:
+    """Whether `steps` decode-only steps of `batch` requests are priced in plain Python."""
+    return steps * (20 + batch) + 8 * batch <= PYTHON_ROWS
 
 
 def price_rows(engine: Engine, computed: list[int], steps: int, now: float, horizon: float):
     """(gpu_s, cpu_s, total_s, ends) of up to `steps` decode-only steps from `now`, as lists,
     stopping before the first that starts at or after `horizon`; ends[0] is `now`. Small runs
-    are priced step by step in plain Python, larger ones in one numpy call: the same bits."""
+    are priced in plain Python (CostModel.decode_rows), larger ones in one numpy call
+    (CostModel.decode_run): the same bits."""
     cost = engine.cost
-    if steps * (30 + len(computed)) <= PYTHON_ROWS:
-        gpu_s, cpu_s, total_s, ends = [], [], [], [now]
-        for k in range(steps):
-            if ends[-1] >= horizon:
+    rows = None
+    if python_rows(steps, len(computed)):
+        rows = cost.decode_rows(computed, steps)
+    if rows is not None:
+        gpu_s, cpu, total_s = rows
+        ends = [now]
+        end = now
+        for k, total in enumerate(total_s):
+            if end >= horizon:
+                del gpu_s[k:], total_s[k:]
                 break
-            gpu, cpu, total = cost.decode_step([x + k for x in computed])
-            gpu_s.append(gpu)
-            cpu_s.append(cpu)
-            total_s.append(total)
-            ends.append(ends[-1] + total)
-        return gpu_s, cpu_s, total_s, ends
+            end += total
+            ends.append(end)
+        return gpu_s, [cpu] * len(total_s), total_s, ends
     first = np.array(computed, dtype=np.int64)
     gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
     ends = np.cumsum(np.concatenate(([now], total)))
@@ -196,14 +208,17 @@ def block_calls(computed, held, block_size: int, steps: int, caching: bool):
     batch = len(computed)
     new_per_step = [0] * (steps + 1)
     codes = []
-    for i, (c, h) in enumerate(zip(computed, held, strict=True)):
-        k = max(h * block_size - c + 1, 1)  # the step whose token needs block h + 1
+    firsts = [h * block_size - c + 1 for c, h in zip(computed, held, strict=True)]
+    for i, k in enumerate(firsts):
+        if k > steps and not caching:
+            continue
+        k = max(k, 1)  # the step whose token needs block h + 1
         while k <= steps:
             codes.append(k * batch + i)
             new_per_step[k] += 1
             k += block_size
         if caching:  # the steps that fill a block, whose hash is then cached
-            k = block_size - c % block_size
+            k = block_size - computed[i] % block_size
             while k <= steps:
                 codes.append(k * batch + i)
                 k += block_size

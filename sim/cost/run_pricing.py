@@ -1,0 +1,100 @@
+"""What fast-forwarded runs ask of the cost model (sim/run/fast_forward.py): decode-only steps
+priced many at a time, in plain Python (decode_rows) or in one numpy call (decode_run), a
+chunked step's times without building its StepCost (step_times), and a lower bound of a
+decode-only step (decode_floor_s). Each gives the same bits as CostModel.cost of the same step:
+the same sums in the same order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sim.cost.attention import AttentionCost
+
+
+class RunPricing:
+    """Mixed into CostModel (sim/cost/step.py), whose cost(), _launch_s, _token_costs, cpu_s
+    and attention it uses."""
+
+    attention: AttentionCost
+    _decode_base: dict  # batch size -> the StepCost of a decode-only step (_decode_base_of)
+
+    def step_times(
+        self, pre_q: list[int], pre_c: list[int], dec_c: list[int], cpu_batch: int
+    ) -> tuple[float, float, float]:
+        """(gpu_s, cpu_s, total_s) of cost(pre_q, pre_c, dec_c, cpu_batch) for lists, without
+        building the StepCost: the same sums in the same order (what a fast-forwarded run's
+        chunked steps ask, one a step)."""
+        prefill_tokens = sum(pre_q)
+        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
+        linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, len(pre_q) + len(dec_c))
+        prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
+        decode = self.attention.decode_one(dec_c, bool(pre_q))
+        serial, hidden = self.cpu_s(cpu_batch, prefill_tokens)
+        # StepCost.gpu_s, cpu_s and total_s (no drafts, no swap: their 0.0 added likewise)
+        gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
+        return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0
+
+    def decode_step(self, contexts: list[int]) -> tuple[float, float, float]:
+        """(gpu_s, cpu_s, total_s) of one decode-only step at these contexts, in plain
+        Python: the same sums in the same order as decode_run's rows and as step_cost."""
+        c = self._decode_base_of(contexts)
+        gpu = (
+            c.linear_s
+            + c.moe_s
+            + c.attention_prefill_s
+            + self.attention.decode_one(contexts, False)
+        )
+        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+        return gpu, c.cpu_s, max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+
+    def decode_rows(self, contexts: list[int], steps: int):
+        """decode_step(contexts + k) for k = 0 .. steps - 1, as ([gpu_s], cpu_s, [total_s])
+        (cpu_s the same every step), the attention of all the steps looked up at once
+        (AttentionCost.decode_rows): the same sums in the same order, so the same bits; None
+        where a context lies beyond the tables' dense pages."""
+        decs = self.attention.decode_rows(contexts, steps, False)
+        if decs is None:
+            return None
+        c = self._decode_base_of(contexts)
+        base = c.linear_s + c.moe_s + c.attention_prefill_s
+        e, a, lm, la = c.elementwise_s, c.allreduce_s, c.lm_head_s, c.launch_s
+        hidden, serial, swap = c.cpu_hidden_s, c.cpu_serial_s, c.swap_s
+        gpus, totals = [], []
+        for dec in decs:
+            gpu = base + dec
+            gpu = gpu + e + a + lm + la
+            gpus.append(gpu)
+            totals.append(max(gpu, hidden) + serial + swap)
+        return gpus, c.cpu_s, totals
+
+    def decode_floor_s(self, contexts: list[int]) -> float:
+        """A lower bound of decode_step(contexts)'s total_s, and of any later step's of the
+        same batch: its sum without the attention (a float sum never falls when a term
+        grows)."""
+        c = self._decode_base_of(contexts)
+        gpu = c.linear_s + c.moe_s + c.attention_prefill_s
+        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+        return max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+
+    def _decode_base_of(self, contexts):
+        """A decode-only step's cost at these contexts, whose every part but the attention
+        depends on the batch size alone (cached per batch size)."""
+        batch = len(contexts)
+        c = self._decode_base.get(batch)
+        if c is None:
+            c = self._decode_base[batch] = self.cost([], [], contexts)
+        return c
+
+    def decode_run(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(gpu_s, cpu_s, total_s) per step of a run of decode-only steps, row k of `contexts`
+        holding step k's contexts: the same sums, in the same order, as step_cost of each
+        step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
+        c = self._decode_base_of(contexts[0])
+        decode = self.attention.decode(contexts, False)
+        gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
+        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+        total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+        return gpu, np.full(len(gpu), c.cpu_s), total
