@@ -309,6 +309,51 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
         assert x.tobytes() == y.tobytes()
 
 
+def test_admitting_runs_go_on_past_finishes_while_requests_wait(monkeypatch):
+    """A run that admits plans the waiting queue's use of the sequence slot and blocks a
+    finish frees: with the batch full and requests waiting, runs go on past finishes (the
+    next step admits into the freed slots), few steps are stepped alone, and the requests,
+    steps and pool are those of step by step."""
+    import sim.run.engine as engine_module
+    import sim.run.fast_forward as ff
+
+    waiting, single = [], [0]
+    finish = ff.Run.finish
+    monkeypatch.setattr(
+        ff.Run, "finish", lambda run, done: (waiting.append(run.waiting_left), finish(run, done))[1]
+    )
+    step = engine_module.Engine.step
+
+    def stepped(self, now):
+        single[0] += 1
+        return step(self, now)
+
+    monkeypatch.setattr(engine_module.Engine, "step", stepped)
+
+    def run(ff_on: bool):
+        engine_args = {"enable_prefix_caching": False, "max_num_seqs": 8}
+        workload = {
+            "num_requests": 200,
+            "rate": 40.0,
+            "input_len": 300,
+            "output_len": 60,
+            "length_dist": "lognormal",
+        }
+        single[0] = 0
+        outcome, frame, engine = _simulated(ff_on, workload, engine_args, simpy=True)
+        return outcome, frame, engine, single[0]
+
+    (a, sa, ea, alone), (b, sb, eb, stepped_alone) = run(False), run(True)
+    assert sum(waiting) > 50, sum(waiting)  # finishes planned while requests waited
+    assert max(sb["num_waiting"]) > 20 and alone > 1000
+    assert stepped_alone <= 2, stepped_alone  # the whole workload in one run (or two)
+    assert list(ea.kv.pool.free_queue) == list(eb.kv.pool.free_queue)
+    assert sa.equals(sb)
+    fields = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "output_tokens")
+    for field in (*fields, "status"):
+        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+
+
 def test_runs_leave_big_batches_to_the_lane(monkeypatch):
     """A run plans admissions (in Python, request by request) only below LANE_MIN running
     requests: from there on vLLM V1's lane schedules the steps, a lone replica's runs stopping

@@ -4,8 +4,9 @@ Prefill: each chunk (q new tokens after c cached, beside n - 1 other chunks) is 
 once, and remembered (KernelPricer.prefill_chunk_s). Decode: a sequence's attention depends on
 its context alone for a given batch, so it is looked up in a ContextTable per (layer kind,
 batch size, beside a prefill or not) and summed in order; decode() prices many steps at once
-(rows of a steps x sequences matrix, for fast-forwarded runs) and decode_one() one step in
-plain Python, with the same operations in the same order, hence the same bits. MLA, sparse
+(rows of a steps x sequences matrix, for fast-forwarded runs), decode_rows() the same rows in
+plain Python (short runs) and decode_one() one step, with the same operations in the same
+order, hence the same bits. MLA, sparse
 attention's indexer and linear attention are priced by the roofline prior (sim/cost/kernels.py).
 """
 

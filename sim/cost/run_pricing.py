@@ -20,6 +20,7 @@ class RunPricing:
 
     attention: AttentionCost
     _decode_base: dict  # batch size -> the StepCost of a decode-only step (_decode_base_of)
+    _step_parts: dict  # see step_times
 
     def step_times(
         self, pre_q: list[int], pre_c: list[int], dec_c: list[int], cpu_batch: int
@@ -28,11 +29,18 @@ class RunPricing:
         building the StepCost: the same sums in the same order (what a fast-forwarded run's
         chunked steps ask, one a step)."""
         prefill_tokens = sum(pre_q)
-        launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
-        linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, len(pre_q) + len(dec_c))
+        key = (prefill_tokens, len(pre_q), len(dec_c), cpu_batch)
+        parts = self._step_parts.get(key)
+        if parts is None:  # everything but the attention, by the batch's shape
+            launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
+            parts = self._step_parts[key] = (
+                launch,
+                *self._token_costs(t, len(pre_q) + len(dec_c)),
+                *self.cpu_s(cpu_batch, prefill_tokens),
+            )
+        launch, linear, moe, elementwise, lm_head, allreduce, serial, hidden = parts
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))
-        serial, hidden = self.cpu_s(cpu_batch, prefill_tokens)
         # StepCost.gpu_s, cpu_s and total_s (no drafts, no swap: their 0.0 added likewise)
         gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
         return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0

@@ -29,7 +29,7 @@ import simpy
 
 from sim.kv.transfer import Pair, transfer_window
 from sim.run.dispatch import Dispatch, RunOutcome, route
-from sim.run.driver import check_conservation
+from sim.run.driver import check_conservation, rarer_young_collections
 from sim.run.engine import Engine
 from sim.workload.generate import Workload
 from sim.workload.records import STATUS_CODE, RequestRecords
@@ -266,7 +266,8 @@ def run_disagg(
     for e in decode:
         env.process(decode_replica(e))
     stop = all_done if until_s is None else simpy.AnyOf(env, [all_done, env.timeout(until_s)])
-    env.run(until=stop)
+    with rarer_young_collections():
+        env.run(until=stop)
     for e in [*prefill, *decode]:  # requests in flight as they stand (a time limit)
         e.scheduler.sync_requests()
     outcome = d.outcome(env.now)

@@ -34,14 +34,15 @@ running requests' own progress. Two kinds of run are simulated in bulk:
 The bulk stops before the first step that would lack blocks, start at or after `horizon`, or
 exceed MAX_RUN_STEPS, before one that would admit nothing while requests wait and nothing
 prefills (no slot or blocks for them: the usual paths decide), and before the first that
-would finish a request (while requests wait, or in the step that admits) unless a finish is no
-event to anyone: when the driver says so (no concurrency cap waits for the slot, no time
-limit; Engine.finish_inside_runs) and the family does (nothing waits for the slot or the
-blocks: Scheduler.finish_inside_runs, vLLM V1 and TensorRT-LLM), the bulk goes on past the
-step that finishes requests, without them: they are let go as update_from_output does (their
-blocks freed after that step's pool calls, in running order; the step's kv_used and
-num_running rows count them out), and the decode-only steps after it are priced as another
-stretch. The step after the bulk (when it starts before `horizon`) is simulated normally.
+would finish a request unless a finish is no event to anyone: when the driver says so (no
+concurrency cap waits for the slot, no time limit; Engine.finish_inside_runs) and the family
+does (nothing waits for the slot or the blocks: Scheduler.finish_inside_runs, vLLM V1 and
+TensorRT-LLM; or the run admits the waiting requests itself, and so plans their use of them),
+the bulk goes on past the step that finishes requests, without them: they are let go as
+update_from_output does (their blocks freed after that step's pool calls, in running order;
+the step's kv_used and num_running rows count them out), and the steps after it are planned
+and priced without them (a decode-only stretch with requests waiting ends there: the next
+step admits). The step after the bulk (when it starts before `horizon`) is simulated normally.
 With a `feed` (a lone replica, no concurrency cap, no time limit, a family that admits in
 runs: Engine.takes_arrivals) arrivals are no event either: the requests due before a step
 starts are sent then (at the times the driver's arrivals process would send them) and join
@@ -51,8 +52,10 @@ Every figure is the same float step-by-step simulation computes (tests/test_fast
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import operator
 from array import array
 
 import numpy as np
@@ -102,7 +105,10 @@ def fast_forward(
         if not (sched.waiting and sched.admits_in_runs(len(running))):
             return None
         admit = True  # the run starts with the step that admits the waiting requests
-    finishes = engine.finish_inside_runs and sched.finish_inside_runs()
+    # a finish is an event to no one (the driver: Engine.finish_inside_runs) and, by the
+    # family's rules, nothing waits for its slot and blocks, or the run admits the waiting
+    # requests itself (a run that admits plans their use of them)
+    finishes = engine.finish_inside_runs and (admit or sched.finish_inside_runs())
     if not (chunked or finishes or admit):  # a finish within MIN_DECODE_STEPS: no decode run
         if lane is not None:
             if np.count_nonzero(lane.limit - lane.out <= MIN_DECODE_STEPS):
@@ -160,47 +166,49 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
     block_size, caching = kv.block_size, kv.enable_caching
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
-    c, out, prompt, limit, held = run.computed, run.outputs, run.prompts, run.limits, run.held
+    # the batch's state by position (Run): aliases, kept valid (Run.finish deletes in place)
+    alive, c, out, held = run.alive, run.computed, run.outputs, run.held
+    prompt, limit, last_s = run.prompts, run.limits, run.last_s
     prefilling = run.prefilling  # (a request not in it decodes: one known token to compute)
     plain = not windowed and not run.measure_from  # (the decode pass's conditions)
-    while run.steps < MAX_RUN_STEPS and run.alive and (not run.pure_decode() or run.waiting_left):
+    while run.steps < MAX_RUN_STEPS and alive and (not run.pure_decode() or run.waiting_left):
         start = run.ends[-1]
         if start >= horizon:
             return
-        if run.waiting and not sched.admits_in_runs(len(run.alive)):
+        if run.waiting and not sched.admits_in_runs(len(alive)):
             return  # a run that admits, grown past what it plans well
         if run.feed is not None:
             _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens
-        # the step's batch in running order: indices and new tokens; as the cost model splits
-        # it (CostModel.batch_cost: one new token is a decode), chunks and decodes; pool calls
-        batch, new_tokens, pre_q, pre_c, dec_c, calls, done = [], [], [], [], [], [], []
+        # the step's batch in running order: positions and new tokens; as the cost model
+        # splits it (CostModel.batch_cost: one new token is a decode), chunks and decodes;
+        # pool calls, and the grows among them (position, new tokens)
+        batch, new_tokens, pre_q, pre_c, dec_c, calls, grows, done = [], [], [], [], [], [], [], []
         new_blocks = num_decode = 0  # (decodes as SchedulerBase._plan counts them)
-        alive = rest = run.alive
         k = len(alive) - len(prefilling)  # the decodes, when they all come first (usually)
-        dec = alive[:k]  # (a copy: admissions join run.alive)
+        rest = range(len(alive))
         if plain and 0 < k < budget and all(i in prefilling for i in alive[k:]):
             # the decodes in one pass: each its one token (a decoding request has out > 0)
-            dec_c = [c[i] for i in dec]
-            done = [i for i in dec if out[i] + 1 >= limit[i]]
+            dec_c = c[:k]
+            # (zips up to the k decodes: strict=False)
+            done = [j for j, o, m in zip(range(k), out, limit, strict=False) if o + 1 >= m]
             if done and not run.finishes:
                 return  # a finish: the step after the bulk
-            for i, ci in zip(dec, dec_c, strict=True):  # (blocks_for(ci + 1), inlined)
-                if (ci + block_size) // block_size > held[i] or (
-                    caching and not (ci + 1) % block_size
-                ):
-                    calls.append((i, 1, ci, out[i]))
-                    new_blocks += max((ci + block_size) // block_size - held[i], 0)
-            batch, new_tokens = dec[:], [1] * k
+            for j, ci, h in zip(range(k), dec_c, held, strict=False):  # (blocks_for, inlined)
+                if (ci + block_size) // block_size > h or (caching and not (ci + 1) % block_size):
+                    calls.append((alive[j], 1, ci, out[j]))
+                    grows.append((j, 1))
+                    new_blocks += max((ci + block_size) // block_size - h, 0)
+            batch, new_tokens = list(range(k)), [1] * k
             num_decode = k
             budget -= k
-            rest = alive[k:]
+            rest = range(k, len(alive))
         else:
-            dec = ()
-        for i in rest:
-            ci = c[i]
+            k = 0
+        for j in rest:
+            i, ci = alive[j], c[j]
             if i in prefilling:
-                n = prompt[i] + out[i] - ci
+                n = prompt[j] + out[j] - ci
                 if 0 < threshold < n:
                     n = threshold
                 if n > budget:
@@ -210,23 +218,24 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
             else:  # decoding: its one known token (the budget left is at least one)
                 n = 1
             end = ci + n
-            if end == prompt[i] + out[i] and out[i] + 1 >= limit[i]:
+            if end == prompt[j] + out[j] and out[j] + 1 >= limit[j]:
                 if not run.finishes:
                     return  # a finish: the step after the bulk
-                done.append(i)
-            more = (kv.blocks_for(end) if windowed else -(-end // block_size)) - held[i]
+                done.append(j)
+            more = (kv.blocks_for(end) if windowed else -(-end // block_size)) - held[j]
             if more > 0 or (caching and end // block_size > ci // block_size):
-                calls.append((i, n, ci, out[i]))
+                calls.append((i, n, ci, out[j]))
+                grows.append((j, n))
                 if more > 0:
                     new_blocks += more
             if n == 1:
                 dec_c.append(ci)
-                if out[i] > 0:
+                if out[j] > 0:
                     num_decode += 1
             else:
                 pre_q.append(n)
                 pre_c.append(ci)
-            batch.append(i)
+            batch.append(j)
             new_tokens.append(n)
             budget -= n
             if budget == 0:
@@ -236,26 +245,28 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         if run.waiting_left:
             admitted = _admissions(sched, run, budget, run.free - new_blocks, block_size)
             if admitted is None:
-                return  # an admitted request would finish in its first step
+                return  # an admitted request would finish in its first step: the usual paths
             if not admitted and run.pure_decode():
                 return  # nothing to admit for now (no slot, no blocks): the usual paths
             for req, n, blocks in admitted:
-                i = len(run.running)
+                i, j = len(run.running), len(alive)
                 run.running.append(req)
+                alive.append(i)
                 c.append(0)
                 out.append(req.num_output_tokens)
                 prompt.append(req.prompt_len)
                 limit.append(req.max_output_len)
                 held.append(blocks)
-                run.last_s.append(req.last_token_s)
-                run.alive.append(i)
+                last_s.append(req.last_token_s)
                 prefilling.add(i)
                 run.admitted_at[i] = start
-                batch.append(i)
+                batch.append(j)
                 new_tokens.append(n)
+                if n == prompt[j] + out[j] and out[j] + 1 >= limit[j]:
+                    done.append(j)  # (a run past finishes: _admissions)
                 if n == 1:
                     dec_c.append(0)
-                    if out[i] > 0:
+                    if out[j] > 0:
                         num_decode += 1
                 else:
                     pre_q.append(n)
@@ -264,45 +275,42 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
                 new_blocks += blocks
             run.next_wait += len(admitted)
             run.num_waiting -= len(admitted)
-            if not run.waiting_left:  # the queue empty: finishes are no event now
-                run.finishes = engine.finish_inside_runs
         gpu_s, cpu_s, total_s = cost.step_times(pre_q, pre_c, dec_c, len(batch))  # batch_cost's
         end_s = start + total_s
-        for i, n, _, _ in calls:
-            if n > 0:
-                held[i] = max(held[i], kv.blocks_for(c[i] + n))
+        for j, n in grows:
+            held[j] = max(held[j], kv.blocks_for(c[j] + n))
         run.calls.extend(calls)
         run.free -= new_blocks
         run.used += new_blocks
         shared = 0  # measured tokens whose previous one came at the step's start (its gap)
-        last_s, measure_from = run.last_s, run.measure_from
-        skip = tokens = len(dec)
-        if dec:  # the decode pass's requests: a token each, all measured
-            prior = [last_s[i] for i in dec]
+        measure_from = run.measure_from
+        tokens = k
+        if k:  # the decode pass's requests: a token each, all measured
+            prior = last_s[:k]
             shared = prior.count(start)
             run.gaps.extend([end_s - t for t in prior if t != start])
-            for i in dec:
-                c[i] += 1
-                out[i] += 1
-                last_s[i] = end_s
-        for i, n in zip(batch[skip:], new_tokens[skip:], strict=True):
+            c[:k] = [x + 1 for x in c[:k]]
+            out[:k] = [x + 1 for x in out[:k]]
+            last_s[:k] = [end_s] * k
+        for j, n in zip(batch[k:], new_tokens[k:], strict=True):
             tokens += n
-            ci = c[i] + n
-            c[i] = ci
-            if ci == prompt[i] + out[i]:  # caught up: a token (and from now on a decode)
-                if out[i] == 0:
+            ci = c[j] + n
+            c[j] = ci
+            if ci == prompt[j] + out[j]:  # caught up: a token (and from now on a decode)
+                i = alive[j]
+                if out[j] == 0:
                     run.first_s[i] = end_s
                     prefilling.discard(i)
                 else:
                     if i in prefilling:
                         prefilling.discard(i)
                     if not measure_from or run.running[i].request_id >= measure_from:
-                        if last_s[i] == start:
+                        if last_s[j] == start:
                             shared += 1
                         else:
-                            run.gaps.append(end_s - last_s[i])
-                out[i] += 1
-                last_s[i] = end_s
+                            run.gaps.append(end_s - last_s[j])
+                out[j] += 1
+                last_s[j] = end_s
         if shared:
             run.shared_gaps.append(end_s - start)
             run.shared_counts.append(shared)
@@ -315,7 +323,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         col["decode_tokens"].append(num_decode)
         col["batch_size"].append(len(batch))
         col["kv_used"].append(run.used)
-        col["num_running"].append(len(run.alive))
+        col["num_running"].append(len(alive))
         col["num_waiting"].append(run.num_waiting)
         if done:
             run.finish(done)
@@ -343,7 +351,7 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
 
 def _deliver(sched: Scheduler, run: Run, t: float) -> None:
     """The requests due at or before `t` sent (the feed's), the ones queued joining the
-    run's waiting list: finishes are an event again until they are admitted."""
+    run's waiting list."""
     if t < run.next_arrival:
         return
     queued = len(sched.waiting)
@@ -353,13 +361,13 @@ def _deliver(sched: Scheduler, run: Run, t: float) -> None:
     if added:
         run.waiting.extend(itertools.islice(sched.waiting, queued, None))
         run.num_waiting += added
-        run.finishes = False
 
 
 def _admissions(sched: Scheduler, run: Run, budget: int, free: int, block_size: int):
     """The waiting requests a step admits after its running requests, as vLLM V1's
     _admit_waiting does without a prefix cache: [(request, new tokens, blocks)], in order;
-    None when one would emit its last token in this step (a finish: the step after the bulk)."""
+    None when one would emit its last token in this step and the run stops before finishes
+    (the step after the bulk)."""
     threshold = sched.long_prefill_token_threshold
     reserve = sched.reserve_full_isl
     slots = sched.max_num_seqs - len(run.alive)
@@ -376,8 +384,8 @@ def _admissions(sched: Scheduler, run: Run, budget: int, free: int, block_size: 
         # scheduler_reserve_full_isl short of the blocks of all its tokens
         if (cdiv(tokens, block_size) if reserve and tokens > n else blocks) > free:
             break
-        if n == tokens and req.num_output_tokens + 1 >= req.max_output_len:
-            return None  # (finishes wait for the queue to empty: this step empties it at most)
+        if n == tokens and req.num_output_tokens + 1 >= req.max_output_len and not run.finishes:
+            return None
         admitted.append((req, n, blocks))
         budget -= n
         free -= blocks
@@ -390,11 +398,14 @@ def _decode_steps(engine: Engine, run: Run, horizon: float, minimum: int) -> Non
     run goes on past finishes, one such call per stretch between two steps that finish
     requests."""
     while run.alive:
-        to_finish = min(run.limits[i] - run.outputs[i] for i in run.alive)
+        to_finish = min(map(operator.sub, run.limits, run.outputs))
         steps = _decode_stretch(engine, run, horizon, minimum, to_finish)
         if steps < to_finish:
             return  # stopped before a finish, at the horizon, short of blocks or MAX_RUN_STEPS
-        run.finish([i for i in run.alive if run.outputs[i] == run.limits[i]])
+        ends = zip(run.outputs, run.limits, strict=True)
+        run.finish([j for j, (o, m) in enumerate(ends) if o == m])
+        if run.waiting_left:
+            return  # a slot freed, requests waiting: the next step admits (_fed_steps)
         minimum = 1
 
 
@@ -403,11 +414,7 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
     finish a request; only when the run goes on past finishes, else the one before): the
     number of steps taken."""
     now = run.ends[-1]
-    alive = run.alive
-    whole = len(alive) == len(run.running)  # no finish yet: the run's own lists
-    c = run.computed if whole else [run.computed[i] for i in alive]
-    out = run.outputs if whole else [run.outputs[i] for i in alive]
-    held = run.held if whole else [run.held[i] for i in alive]
+    alive, c, out, held = run.alive, run.computed, run.outputs, run.held  # (by position)
     steps = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
     if steps < minimum or now >= horizon:
         return 0
@@ -419,12 +426,9 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
         calls, new_per_step = block_calls(c, held, kv.block_size, steps, kv.enable_caching)
     else:
         calls, new_per_step = window_block_calls(c, held, kv, steps)
-    taken = 0
-    for k in range(1, steps + 1):  # no step may need more blocks than are free
-        taken += new_per_step[k]
-        if taken > run.free:
-            steps = k - 1
-            break
+    taken = list(itertools.accumulate(new_per_step[1 : steps + 1]))  # blocks after step k
+    if taken[-1] > run.free:  # no step may need more blocks than are free
+        steps = bisect.bisect_right(taken, run.free)
     if steps < minimum:
         return 0
     gpu_s, cpu_s, total_s, ends = price_rows(engine, c, steps, now, horizon)
@@ -438,21 +442,17 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
             break
         k, j = divmod(code, batch)
         run.calls.append((alive[j], 1, c[j] + k - 1, out[j] + k - 1))
-    used = list(itertools.accumulate(new_per_step[1 : steps + 1], initial=run.used))[1:]
+    used = [run.used + x for x in taken[:steps]]
     run.free -= used[-1] - run.used
     run.used = used[-1]
     first_end = ends[1]
     if run.measure_from == 0:  # every request measured
-        run.gaps.extend([first_end - run.last_s[i] for i in alive])
+        run.gaps.extend([first_end - t for t in run.last_s])
         measured = batch
     else:
         ids = [run.running[i].request_id for i in alive]
         run.gaps.extend(
-            [
-                first_end - run.last_s[i]
-                for i, r in zip(alive, ids, strict=True)
-                if r >= run.measure_from
-            ]
+            [first_end - t for t, r in zip(run.last_s, ids, strict=True) if r >= run.measure_from]
         )
         measured = sum(r >= run.measure_from for r in ids)
     if steps > 1 and measured:
@@ -465,19 +465,11 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
         need = [-(-x // bs) for x in ends_c]
     else:
         need = [kv.blocks_for(x) for x in ends_c]
-    held_after = [n if n > h else h for h, n in zip(held, need, strict=True)]
-    if whole:
-        run.computed = ends_c
-        run.outputs = [x + steps for x in out]
-        run.held = held_after
-        run.last_s = [end] * batch
-    else:
-        computed, outputs, held_now, last_s = run.computed, run.outputs, run.held, run.last_s
-        for i, x, h in zip(alive, ends_c, held_after, strict=True):
-            computed[i] = x
-            outputs[i] += steps
-            held_now[i] = h
-            last_s[i] = end
+    # in place: the lists stay the ones _chunk_steps holds
+    held[:] = [n if n > h else h for h, n in zip(held, need, strict=True)]
+    c[:] = ends_c
+    out[:] = [x + steps for x in out]
+    run.last_s[:] = [end] * batch
     run.ends.extend(ends[1 : steps + 1])
     run.durations.extend(total_s)
     col = run.columns

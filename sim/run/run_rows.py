@@ -50,16 +50,17 @@ class Engine(Protocol):
     def step(self, now: float) -> tuple[float, list[Request]]: ...
 
 
-FINISH = -1  # the n of a finish in a run's calls: (i, FINISH, 0, 0)
+FINISH = -1  # the n of a finish in a run's calls: (i, FINISH, computed, out)
 ADMIT = -2  # (i, ADMIT, n, 0): waiting request i admitted with n new tokens
 
 
 class Run:
     """The planned bulk: per-request state as it evolves, and what each step records. Request
     i is the i-th of the running list at the start, or the one the run admitted i-th from
-    there on; `alive` is the batch (indices, in running order), which gains a request when
-    the run admits it and loses one when it finishes (when the engine lets runs go on past
-    finishes: Engine.finish_inside_runs)."""
+    there on; `alive` is the batch (those indices, in running order), which gains a request
+    when the run admits it and loses one when it finishes (when the engine lets runs go on
+    past finishes: Engine.finish_inside_runs). The batch's state (computed, outputs, held,
+    last_s, prompts, limits) is held by position in `alive`, deleted in place with it."""
 
     def __init__(self, engine: Engine, now: float, finishes: bool, lane: Lane | None):
         self.running: list[Request] = list(engine.scheduler.running)
@@ -88,8 +89,9 @@ class Run:
             if not o or p + o - c != 1
         }
         self.first_s: dict[int, float] = {}  # request index -> first token time, set here
+        self.finished_s: dict[int, float] = {}  # request index -> last token time (finished)
         # pool calls in step and request order: (i, n, computed, out) a grow by n tokens,
-        # (i, FINISH, 0, 0) request i finished (its blocks freed)
+        # (i, FINISH, computed, out) request i finished (its blocks freed)
         self.calls: list[tuple[int, int, int, int]] = []
         self.free = engine.kv.num_free_blocks
         self.used = engine.kv.num_used_blocks
@@ -125,16 +127,18 @@ class Run:
         return not self.prefilling
 
     def finish(self, done: list[int]) -> None:
-        """Requests `done` (indices, in running order) emitted their last token in the step
+        """The requests at positions `done` (ascending) emitted their last token in the step
         just recorded: out of the batch, their blocks freed after that step (the step's
         kv_used and num_running rows count them out, as update_from_output does)."""
         kv, unref = self.kv, self.unref
         ref = kv.pool.ref
         freed = 0
-        for i in done:
-            self.calls.append((i, FINISH, 0, 0))
+        for j in done:
+            i = self.alive[j]
+            self.calls.append((i, FINISH, self.computed[j], self.outputs[j]))
+            self.finished_s[i] = self.last_s[j]
             if not kv.enable_caching:  # no block is shared: all of them go free
-                freed += self.held[i]
+                freed += self.held[j]
                 continue
             blocks = kv.req_blocks[self.running[i].request_id]
             for block in blocks:  # shared prefix blocks go free with their last holder
@@ -142,11 +146,14 @@ class Run:
                 unref[block] = drop
                 if ref[block] == drop:
                     freed += 1
-            freed += self.held[i] - len(blocks)  # taken in this run: private
+            freed += self.held[j] - len(blocks)  # taken in this run: private
         self.free += freed
         self.used -= freed
-        gone = set(done)
-        self.alive = [i for i in self.alive if i not in gone]
+        state = (self.alive, self.computed, self.outputs, self.held, self.last_s, self.prompts,
+                 self.limits)  # fmt: skip
+        for j in reversed(done):
+            for values in state:
+                del values[j]
         col = self.columns
         col["kv_used"][-1] = self.used
         col["num_running"][-1] = len(self.alive)
@@ -207,8 +214,14 @@ def block_calls(computed, held, block_size: int, steps: int, caching: bool):
     fills one; and how many new blocks each step takes (entry k for step k)."""
     batch = len(computed)
     new_per_step = [0] * (steps + 1)
-    codes = []
     firsts = [h * block_size - c + 1 for c, h in zip(computed, held, strict=True)]
+    if not caching and steps <= block_size:  # one new block at most per request
+        codes = [(k if k > 1 else 1) * batch + i for i, k in enumerate(firsts) if k <= steps]
+        codes.sort()
+        for code in codes:
+            new_per_step[code // batch] += 1
+        return codes, new_per_step
+    codes = []
     for i, k in enumerate(firsts):
         if k > steps and not caching:
             continue
@@ -267,10 +280,10 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
             sched.admit_planned(req, computed, run.admitted_at[i])
             continue
         if n == FINISH:  # as update_from_output finishes a request
-            req.num_computed_tokens = run.computed[i]
-            req.num_output_tokens = run.outputs[i]
-            req.last_token_s = run.last_s[i]
-            sched.finish(req, run.last_s[i])
+            req.num_computed_tokens = computed
+            req.num_output_tokens = out
+            req.last_token_s = run.finished_s[i]
+            sched.finish(req, req.last_token_s)
             finished.append(req)
             continue
         req.num_computed_tokens = computed
@@ -279,11 +292,13 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
             raise RuntimeError(f"fast-forward: request {req.request_id} found no block")
     if pending:
         kv.grow_all(pending)
-    for i in run.alive:
+    for i, computed, out, last_s in zip(
+        run.alive, run.computed, run.outputs, run.last_s, strict=True
+    ):
         req = running[i]
-        req.num_computed_tokens = run.computed[i]
-        req.num_output_tokens = run.outputs[i]
-        req.last_token_s = run.last_s[i]
+        req.num_computed_tokens = computed
+        req.num_output_tokens = out
+        req.last_token_s = last_s
     for i, first_s in run.first_s.items():
         running[i].first_token_s = first_s
     if finished or run.admitted_at:

@@ -355,7 +355,8 @@ class SchedulerBase:
         requests itself, as this family's step would (fast_forward.py plans vLLM V1's
         admission: each waiting request in order while budget, sequence slots and blocks
         allow, one chunk, no prefix lookup), and the run may go on past finishes (as
-        finish_inside_runs) whenever none waits. Families that cannot say keep the default:
+        finish_inside_runs) whether or not requests wait: the run plans their use of the
+        sequence slot and blocks a finish frees. Families that cannot say keep the default:
         never."""
         return False
 
