@@ -261,6 +261,15 @@ class AttentionCost:
             return totals
         top = max(contexts) + steps - 1
         plan = self._plans.get((num_seqs, mixed)) or self._decode_plan(num_seqs, mixed)
+        if len(plan) == 1 and plan[0][1] is not None:  # one layer kind: the loop below, fused
+            count, table, floor, _ = plan[0]
+            values = table.values_upto(top)
+            if values is None:
+                return None
+            rows = zip(*[values[c : c + steps] for c in contexts], strict=True)
+            if floor is None:
+                return [0.0 + count * reduce(add, row) for row in rows]
+            return [0.0 + count * (reduce(add, row) + floor) for row in rows]
         for count, table, floor, fixed in plan:
             if table is None:
                 totals = [t + count * fixed for t in totals]

@@ -70,12 +70,8 @@ class RunPricing:
         base = c.linear_s + c.moe_s + c.attention_prefill_s
         e, a, lm, la = c.elementwise_s, c.allreduce_s, c.lm_head_s, c.launch_s
         hidden, serial, swap = c.cpu_hidden_s, c.cpu_serial_s, c.swap_s
-        gpus, totals = [], []
-        for dec in decs:
-            gpu = base + dec
-            gpu = gpu + e + a + lm + la
-            gpus.append(gpu)
-            totals.append(max(gpu, hidden) + serial + swap)
+        gpus = [base + dec + e + a + lm + la for dec in decs]  # (left to right: as above)
+        totals = [(g if g >= hidden else hidden) + serial + swap for g in gpus]  # max(g, hidden)
         return gpus, c.cpu_s, totals
 
     def decode_floor_s(self, contexts: list[int]) -> float:

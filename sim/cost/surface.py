@@ -74,6 +74,17 @@ class Surface:
             fracs.append((v - knots[i]) / (knots[i + 1] - knots[i]))
         if not cells:
             return coef[base]
+        if len(fracs) == 3:  # (prefill_chunk_s's, its head features fixed) the loop, unrolled
+            v0, v1, v2, v3, v4, v5, v6, v7 = [coef[base + o] for o in offsets]
+            f0, f1, f2 = fracs
+            g0, g1, g2 = 1 - f0, 1 - f1, 1 - f2
+            u0, u1, u2, u3 = (
+                v0 * g2 + v4 * f2,
+                v1 * g2 + v5 * f2,
+                v2 * g2 + v6 * f2,
+                v3 * g2 + v7 * f2,
+            )
+            return (u0 * g1 + u2 * f1) * g0 + (u1 * g1 + u3 * f1) * f0
         values = [coef[base + o] for o in offsets]
         for f in reversed(fracs):  # the last feature first: its lower and upper corners pair up
             half = len(values) // 2

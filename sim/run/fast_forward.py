@@ -190,10 +190,10 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         if plain and 0 < k < budget and all(i in prefilling for i in alive[k:]):
             # the decodes in one pass: each its one token (a decoding request has out > 0)
             dec_c = c[:k]
-            # (zips up to the k decodes: strict=False)
-            done = [j for j, o, m in zip(range(k), out, limit, strict=False) if o + 1 >= m]
-            if done and not run.finishes:
-                return  # a finish: the step after the bulk
+            if min(map(operator.sub, limit[:k], out[:k])) <= 1:  # a finish among them
+                if not run.finishes:
+                    return  # the step after the bulk
+                done = [j for j in range(k) if out[j] + 1 >= limit[j]]
             for j, ci, h in zip(range(k), dec_c, held, strict=False):  # (blocks_for, inlined)
                 if (ci + block_size) // block_size > h or (caching and not (ci + 1) % block_size):
                     calls.append((alive[j], 1, ci, out[j]))
@@ -312,8 +312,8 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
                 out[j] += 1
                 last_s[j] = end_s
         if shared:
-            run.shared_gaps.append(end_s - start)
-            run.shared_counts.append(shared)
+            run.counted_gaps.append(end_s - start)
+            run.gap_counts.append(shared)
         run.ends.append(end_s)
         run.durations.append(total_s)
         col = run.columns
@@ -456,17 +456,17 @@ def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_f
         )
         measured = sum(r >= run.measure_from for r in ids)
     if steps > 1 and measured:
-        later = [b - a for a, b in itertools.pairwise(ends[1 : steps + 1])]
-        run.gap_pairs.append((np.array(later), measured))
+        run.counted_gaps.extend([b - a for a, b in itertools.pairwise(ends[1 : steps + 1])])
+        run.gap_counts.extend(array("q", [measured]) * (steps - 1))
     end = ends[steps]
     ends_c = [x + steps for x in c]  # each request's computed tokens after the stretch
-    if kv.windowed is None:  # blocks_for, inlined
+    # in place: the lists stay the ones _chunk_steps holds
+    if kv.windowed is None:  # max(h, blocks_for(x)), inlined
         bs = kv.block_size
-        need = [-(-x // bs) for x in ends_c]
+        held[:] = [h if h * bs >= x else -(-x // bs) for h, x in zip(held, ends_c, strict=True)]
     else:
         need = [kv.blocks_for(x) for x in ends_c]
-    # in place: the lists stay the ones _chunk_steps holds
-    held[:] = [n if n > h else h for h, n in zip(held, need, strict=True)]
+        held[:] = [n if n > h else h for h, n in zip(held, need, strict=True)]
     c[:] = ends_c
     out[:] = [x + steps for x in out]
     run.last_s[:] = [end] * batch

@@ -7,6 +7,7 @@ tokens, the step log's rows)."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from array import array
@@ -101,9 +102,10 @@ class Run:
         # the step log's rows, typed as StepLog's columns (record_run copies them whole)
         self.columns: dict[str, array] = {k: array(code) for k, code in ROW_FIELDS.items()}
         self.gaps: list[float] = []  # single gaps
-        self.shared_gaps: list[float] = []  # a gap, and how many requests had it in a step:
-        self.shared_counts: list[int] = []  # (a chunked step's decodes, last token at its start)
-        self.gap_pairs: list[tuple[np.ndarray, int]] = []  # (gaps, count each) of whole steps
+        # gaps that several requests had, and how many each: a chunked step's decodes whose
+        # last token came at its start, a decode-only stretch's steps after its first
+        self.counted_gaps = array("d")
+        self.gap_counts = array("q")
         self.measure_from = engine.scheduler.itl.measure_from
         self.kv = engine.kv
         # admission (Scheduler.admits_in_runs): the waiting queue at the start (and, with a
@@ -187,14 +189,10 @@ def price_rows(engine: Engine, computed: list[int], steps: int, now: float, hori
         rows = cost.decode_rows(computed, steps)
     if rows is not None:
         gpu_s, cpu, total_s = rows
-        ends = [now]
-        end = now
-        for k, total in enumerate(total_s):
-            if end >= horizon:
-                del gpu_s[k:], total_s[k:]
-                break
-            end += total
-            ends.append(end)
+        ends = list(itertools.accumulate(total_s, initial=now))  # sequential sums
+        if total_s and ends[-2] >= horizon:  # (ends rise) cut from the first step starting at it
+            k = bisect.bisect_left(ends, horizon, 0, len(total_s))
+            del gpu_s[k:], total_s[k:], ends[k + 1 :]
         return gpu_s, [cpu] * len(total_s), total_s, ends
     first = np.array(computed, dtype=np.int64)
     gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
@@ -305,9 +303,7 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
         sched.running[:] = [running[i] for i in run.alive]
     itl = sched.itl
     itl.add(run.gaps)
-    itl.add_counted(run.shared_gaps, run.shared_counts)
-    for gaps, count in run.gap_pairs:
-        itl.add_each(gaps, count)
+    itl.add_counted(run.counted_gaps, run.gap_counts)
     ends = run.ends
     engine.steps.record_run(
         engine.replica,

@@ -109,15 +109,10 @@ class ItlLog:
         self.gaps_s.extend(tally.keys())
         self.counts.extend(tally.values())
 
-    def add_counted(self, gaps_s: list[float], counts: list[int]) -> None:
-        """Gaps, gap i occurring counts[i] times."""
+    def add_counted(self, gaps_s, counts) -> None:
+        """Gaps, gap i occurring counts[i] times (lists, or arrays of "d" and "q")."""
         self.gaps_s.extend(gaps_s)
         self.counts.extend(counts)
-
-    def add_each(self, gaps_s: np.ndarray, count: int) -> None:
-        """Gaps that each occurred `count` times (whole steps of a fast-forwarded run)."""
-        self.gaps_s.frombytes(np.ascontiguousarray(gaps_s, dtype=np.float64).tobytes())
-        self.counts.extend([count] * len(gaps_s))
 
     def __len__(self) -> int:
         return int(np.frombuffer(self.counts, dtype=np.int64).sum()) if self.counts else 0
