@@ -13,7 +13,7 @@ attention's indexer and linear attention are priced by the roofline prior (sim/c
 from __future__ import annotations
 
 from functools import reduce
-from operator import add
+from operator import add, itemgetter
 
 import numpy as np
 
@@ -229,7 +229,7 @@ class AttentionCost:
                 if values is None:  # (beyond the dense pages)
                     dec = reduce(add, table.row(contexts))
                 else:  # sequential, as np.cumsum
-                    dec = reduce(add, map(values.__getitem__, contexts))
+                    dec = _row_sums(values, contexts, 1)[0]
                 if floor is not None:
                     dec = dec + floor
             total += count * dec
@@ -266,10 +266,9 @@ class AttentionCost:
             values = table.values_upto(top)
             if values is None:
                 return None
-            rows = zip(*[values[c : c + steps] for c in contexts], strict=True)
             if floor is None:
-                return [0.0 + count * reduce(add, row) for row in rows]
-            return [0.0 + count * (reduce(add, row) + floor) for row in rows]
+                return [0.0 + count * x for x in _row_sums(values, contexts, steps)]
+            return [0.0 + count * (x + floor) for x in _row_sums(values, contexts, steps)]
         for count, table, floor, fixed in plan:
             if table is None:
                 totals = [t + count * fixed for t in totals]
@@ -277,9 +276,7 @@ class AttentionCost:
             values = table.values_upto(top)
             if values is None:
                 return None
-            # row k of zip(*slices): step k's values, sequence by sequence
-            rows = zip(*[values[c : c + steps] for c in contexts], strict=True)
-            sums = [reduce(add, row) for row in rows]
+            sums = _row_sums(values, contexts, steps)
             if floor is not None:
                 sums = [s + floor for s in sums]
             totals = [t + count * s for t, s in zip(totals, sums, strict=True)]
@@ -316,3 +313,18 @@ class AttentionCost:
                 for index, (layer, count) in enumerate(self.layers)
             ]
         return self._decode_info
+
+
+def _row_sums(values, contexts: list[int], steps: int) -> list[float]:
+    """For k = 0 .. steps - 1, the sum over the sequences in order of values[c + k] (a table's
+    dense values), each sequential as np.cumsum adds them (functools.reduce)."""
+    if len(contexts) == 1:  # (itemgetter of one index gives a value, not a tuple)
+        c = contexts[0]
+        return values[c : c + steps].tolist()
+    if steps <= 10:  # step k's values gathered in one call from a view starting at k
+        get = itemgetter(*contexts)
+        with memoryview(values) as view:
+            return [reduce(add, get(view[k:])) for k in range(steps)]
+    # row k of zip(*slices): step k's values, sequence by sequence
+    rows = zip(*[values[c : c + steps] for c in contexts], strict=True)
+    return [reduce(add, row) for row in rows]

@@ -177,7 +177,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
             return
         if run.waiting and not sched.admits_in_runs(len(alive)):
             return  # a run that admits, grown past what it plans well
-        if run.feed is not None:
+        if start >= run.next_arrival:  # (inf without a feed)
             _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens
         # the step's batch in running order: positions and new tokens; as the cost model
@@ -194,11 +194,21 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
                 if not run.finishes:
                     return  # the step after the bulk
                 done = [j for j in range(k) if out[j] + 1 >= limit[j]]
-            for j, ci, h in zip(range(k), dec_c, held, strict=False):  # (blocks_for, inlined)
-                if (ci + block_size) // block_size > h or (caching and not (ci + 1) % block_size):
-                    calls.append((alive[j], 1, ci, out[j]))
-                    grows.append((j, 1))
-                    new_blocks += max((ci + block_size) // block_size - h, 0)
+            # a pool call where the token takes a block (blocks_for(ci + 1), inlined) or fills one
+            touched = (
+                [j for j, ci in enumerate(dec_c) if (ci + block_size) // block_size > held[j]]
+                if not caching
+                else [
+                    j
+                    for j, ci in enumerate(dec_c)
+                    if (ci + block_size) // block_size > held[j] or not (ci + 1) % block_size
+                ]
+            )
+            for j in touched:
+                ci = dec_c[j]
+                calls.append((alive[j], 1, ci, out[j]))
+                grows.append((j, 1))
+                new_blocks += max((ci + block_size) // block_size - held[j], 0)
             batch, new_tokens = list(range(k)), [1] * k
             num_decode = k
             budget -= k
@@ -278,7 +288,9 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         gpu_s, cpu_s, total_s = cost.step_times(pre_q, pre_c, dec_c, len(batch))  # batch_cost's
         end_s = start + total_s
         for j, n in grows:
-            held[j] = max(held[j], kv.blocks_for(c[j] + n))
+            need = kv.blocks_for(c[j] + n) if windowed else -(-(c[j] + n) // block_size)
+            if need > held[j]:
+                held[j] = need
         run.calls.extend(calls)
         run.free -= new_blocks
         run.used += new_blocks
@@ -352,7 +364,7 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
 def _deliver(sched: Scheduler, run: Run, t: float) -> None:
     """The requests due at or before `t` sent (the feed's), the ones queued joining the
     run's waiting list."""
-    if t < run.next_arrival:
+    if t < run.next_arrival:  # (inf without a feed)
         return
     queued = len(sched.waiting)
     run.feed.send_until(t)
