@@ -321,8 +321,10 @@ def _row_sums(values, contexts: list[int], steps: int) -> list[float]:
     if len(contexts) == 1:  # (itemgetter of one index gives a value, not a tuple)
         c = contexts[0]
         return values[c : c + steps].tolist()
+    get = itemgetter(*contexts)
+    if steps == 1:
+        return [reduce(add, get(values))]
     if steps <= 10:  # step k's values gathered in one call from a view starting at k
-        get = itemgetter(*contexts)
         with memoryview(values) as view:
             return [reduce(add, get(view[k:])) for k in range(steps)]
     # row k of zip(*slices): step k's values, sequence by sequence

@@ -52,11 +52,8 @@ Every figure is the same float step-by-step simulation computes (tests/test_fast
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import math
 import operator
-from array import array
 
 import numpy as np
 
@@ -67,10 +64,7 @@ from sim.run.run_rows import (
     Feed,
     Run,
     apply_run,
-    block_calls,
-    price_rows,
-    python_rows,
-    window_block_calls,
+    decode_stretch,
 )
 from sim.schedulers.base import Scheduler
 
@@ -162,10 +156,21 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
     min(its tokens, threshold, budget); stops before a step that would finish a request (unless
     the run goes on past finishes), lack blocks, or (requests still waiting) neither prefill
     nor admit."""
+    rows: list[tuple] = []  # the steps' log rows (ROW_FIELDS' order), added when it stops
+    try:
+        _chunk_loop(engine, run, horizon, rows)
+    finally:
+        if rows:
+            for values, column in zip(zip(*rows, strict=True), run.columns.values(), strict=True):
+                column.extend(values)
+
+
+def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> None:
     sched, kv, cost = engine.scheduler, engine.kv, engine.cost
     block_size, caching = kv.block_size, kv.enable_caching
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
     threshold = sched.long_prefill_token_threshold
+    admits_at = -1  # the batch size admits_in_runs last said yes to
     # the batch's state by position (Run): aliases, kept valid (Run.finish deletes in place)
     alive, c, out, held = run.alive, run.computed, run.outputs, run.held
     prompt, limit, last_s = run.prompts, run.limits, run.last_s
@@ -175,8 +180,10 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         start = run.ends[-1]
         if start >= horizon:
             return
-        if run.waiting and not sched.admits_in_runs(len(alive)):
-            return  # a run that admits, grown past what it plans well
+        if run.waiting and len(alive) != admits_at:
+            if not sched.admits_in_runs(len(alive)):
+                return  # a run that admits, grown past what it plans well
+            admits_at = len(alive)
         if start >= run.next_arrival:  # (inf without a feed)
             _deliver(sched, run, start)
         budget = sched.max_num_batched_tokens
@@ -187,7 +194,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
         new_blocks = num_decode = 0  # (decodes as SchedulerBase._plan counts them)
         k = len(alive) - len(prefilling)  # the decodes, when they all come first (usually)
         rest = range(len(alive))
-        if plain and 0 < k < budget and all(i in prefilling for i in alive[k:]):
+        if plain and 0 < k < budget and prefilling.issuperset(alive[k:]):
             # the decodes in one pass: each its one token (a decoding request has out > 0)
             dec_c = c[:k]
             if min(map(operator.sub, limit[:k], out[:k])) <= 1:  # a finish among them
@@ -328,17 +335,12 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
             run.gap_counts.append(shared)
         run.ends.append(end_s)
         run.durations.append(total_s)
-        col = run.columns
-        col["gpu_s"].append(gpu_s)
-        col["cpu_s"].append(cpu_s)
-        col["prefill_tokens"].append(tokens - num_decode)
-        col["decode_tokens"].append(num_decode)
-        col["batch_size"].append(len(batch))
-        col["kv_used"].append(run.used)
-        col["num_running"].append(len(alive))
-        col["num_waiting"].append(run.num_waiting)
-        if done:
+        if done:  # (the row counts them out: kv_used and num_running after the step)
             run.finish(done)
+        rows.append(
+            (gpu_s, cpu_s, tokens - num_decode, num_decode, len(batch), run.used, len(alive),
+             run.num_waiting)
+        )  # fmt: skip
 
 
 def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
@@ -411,87 +413,15 @@ def _decode_steps(engine: Engine, run: Run, horizon: float, minimum: int) -> Non
     requests."""
     while run.alive:
         to_finish = min(map(operator.sub, run.limits, run.outputs))
-        steps = _decode_stretch(engine, run, horizon, minimum, to_finish)
+        most = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
+        steps = decode_stretch(engine, run, horizon, minimum, most)
         if steps < to_finish:
             return  # stopped before a finish, at the horizon, short of blocks or MAX_RUN_STEPS
         ends = zip(run.outputs, run.limits, strict=True)
         run.finish([j for j, (o, m) in enumerate(ends) if o == m])
+        col = run.columns  # the stretch's last row counts them out
+        col["kv_used"][-1] = run.used
+        col["num_running"][-1] = len(run.alive)
         if run.waiting_left:
             return  # a slot freed, requests waiting: the next step admits (_fed_steps)
         minimum = 1
-
-
-def _decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, to_finish: int):
-    """Decode-only steps of the batch as it stands, up to the `to_finish`-th (the first to
-    finish a request; only when the run goes on past finishes, else the one before): the
-    number of steps taken."""
-    now = run.ends[-1]
-    alive, c, out, held = run.alive, run.computed, run.outputs, run.held  # (by position)
-    steps = min(to_finish if run.finishes else to_finish - 1, MAX_RUN_STEPS - run.steps)
-    if steps < minimum or now >= horizon:
-        return 0
-    if math.isfinite(horizon) and not python_rows(steps, len(c)):  # (priced in numpy; the
-        # rows in Python are few) no step is shorter than the cost without attention
-        steps = min(steps, int((horizon - now) / engine.cost.decode_floor_s(c)) + 2)
-    kv = engine.kv
-    if kv.windowed is None:
-        calls, new_per_step = block_calls(c, held, kv.block_size, steps, kv.enable_caching)
-    else:
-        calls, new_per_step = window_block_calls(c, held, kv, steps)
-    taken = list(itertools.accumulate(new_per_step[1 : steps + 1]))  # blocks after step k
-    if taken[-1] > run.free:  # no step may need more blocks than are free
-        steps = bisect.bisect_right(taken, run.free)
-    if steps < minimum:
-        return 0
-    gpu_s, cpu_s, total_s, ends = price_rows(engine, c, steps, now, horizon)
-    steps = len(total_s)
-    if steps < minimum:
-        return 0
-    batch = len(c)
-    stop = (steps + 1) * batch
-    for code in calls:
-        if code >= stop:
-            break
-        k, j = divmod(code, batch)
-        run.calls.append((alive[j], 1, c[j] + k - 1, out[j] + k - 1))
-    used = [run.used + x for x in taken[:steps]]
-    run.free -= used[-1] - run.used
-    run.used = used[-1]
-    first_end = ends[1]
-    if run.measure_from == 0:  # every request measured
-        run.gaps.extend([first_end - t for t in run.last_s])
-        measured = batch
-    else:
-        ids = [run.running[i].request_id for i in alive]
-        run.gaps.extend(
-            [first_end - t for t, r in zip(run.last_s, ids, strict=True) if r >= run.measure_from]
-        )
-        measured = sum(r >= run.measure_from for r in ids)
-    if steps > 1 and measured:
-        run.counted_gaps.extend([b - a for a, b in itertools.pairwise(ends[1 : steps + 1])])
-        run.gap_counts.extend(array("q", [measured]) * (steps - 1))
-    end = ends[steps]
-    ends_c = [x + steps for x in c]  # each request's computed tokens after the stretch
-    # in place: the lists stay the ones _chunk_steps holds
-    if kv.windowed is None:  # max(h, blocks_for(x)), inlined
-        bs = kv.block_size
-        held[:] = [h if h * bs >= x else -(-x // bs) for h, x in zip(held, ends_c, strict=True)]
-    else:
-        need = [kv.blocks_for(x) for x in ends_c]
-        held[:] = [n if n > h else h for h, n in zip(held, need, strict=True)]
-    c[:] = ends_c
-    out[:] = [x + steps for x in out]
-    run.last_s[:] = [end] * batch
-    run.ends.extend(ends[1 : steps + 1])
-    run.durations.extend(total_s)
-    col = run.columns
-    col["gpu_s"].extend(gpu_s)
-    col["cpu_s"].extend(cpu_s)
-    each = array("q", [batch]) * steps
-    col["prefill_tokens"].extend(array("q", [0]) * steps)
-    col["decode_tokens"].extend(each)
-    col["batch_size"].extend(each)
-    col["kv_used"].extend(used)
-    col["num_running"].extend(each)
-    col["num_waiting"].extend(array("q", [run.num_waiting]) * steps)
-    return steps

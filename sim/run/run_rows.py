@@ -1,9 +1,9 @@
 """A fast-forwarded run's state and the pieces of it that need none of its planning
 (sim/run/fast_forward.py plans the steps): what fast-forward uses of a replica (Engine, Feed),
-the run as planned so far (Run), the rows of a decode-only stretch priced (price_rows), the
-pool calls of such a stretch listed (block_calls), and the planned run applied (apply_run:
-its pool calls, finishes and admissions in order, the requests' state, the gaps between
-tokens, the step log's rows)."""
+the run as planned so far (Run), the planned run applied (apply_run: its pool calls, finishes
+and admissions in order, the requests' state, the gaps between tokens, the step log's rows),
+and a decode-only stretch of the batch as it stands (decode_stretch: its rows priced by
+price_rows, its pool calls listed by block_calls)."""
 
 from __future__ import annotations
 
@@ -130,8 +130,9 @@ class Run:
 
     def finish(self, done: list[int]) -> None:
         """The requests at positions `done` (ascending) emitted their last token in the step
-        just recorded: out of the batch, their blocks freed after that step (the step's
-        kv_used and num_running rows count them out, as update_from_output does)."""
+        just planned: out of the batch, their blocks freed after that step (the caller's row
+        of that step counts them out of kv_used and num_running, as update_from_output
+        does)."""
         kv, unref = self.kv, self.unref
         ref = kv.pool.ref
         freed = 0
@@ -156,9 +157,6 @@ class Run:
         for j in reversed(done):
             for values in state:
                 del values[j]
-        col = self.columns
-        col["kv_used"][-1] = self.used
-        col["num_running"][-1] = len(self.alive)
 
 
 ROW_FIELDS = {
@@ -313,3 +311,86 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     )
     sched.advance_decode_state(run.steps)
     return finished
+
+
+def decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, most: int) -> int:
+    """Decode-only steps of the batch as it stands (fast_forward.py's _decode_steps), at
+    most `most` of them (to the first that finishes a request, or the one before, within
+    MAX_RUN_STEPS), stopping before one that would lack blocks or start at or after
+    `horizon`: the number of steps taken (none where fewer than `minimum` are possible).
+    Their rows, pool calls, gaps between tokens and the batch's state go into `run`."""
+    now = run.ends[-1]
+    alive, c, out, held = run.alive, run.computed, run.outputs, run.held  # (by position)
+    steps = most
+    if steps < minimum or now >= horizon:
+        return 0
+    if math.isfinite(horizon) and not python_rows(steps, len(c)):  # (priced in numpy; the
+        # rows in Python are few) no step is shorter than the cost without attention
+        steps = min(steps, int((horizon - now) / engine.cost.decode_floor_s(c)) + 2)
+    kv = engine.kv
+    if kv.windowed is None:
+        calls, new_per_step = block_calls(c, held, kv.block_size, steps, kv.enable_caching)
+    else:
+        calls, new_per_step = window_block_calls(c, held, kv, steps)
+    taken = list(itertools.accumulate(new_per_step[1 : steps + 1]))  # blocks after step k
+    if taken[-1] > run.free:  # no step may need more blocks than are free
+        steps = bisect.bisect_right(taken, run.free)
+    if steps < minimum:
+        return 0
+    gpu_s, cpu_s, total_s, ends = price_rows(engine, c, steps, now, horizon)
+    steps = len(total_s)
+    if steps < minimum:
+        return 0
+    batch = len(c)
+    stop = (steps + 1) * batch
+    for code in calls:
+        if code >= stop:
+            break
+        k, j = divmod(code, batch)
+        run.calls.append((alive[j], 1, c[j] + k - 1, out[j] + k - 1))
+    used = [run.used + x for x in taken[:steps]]
+    run.free -= used[-1] - run.used
+    run.used = used[-1]
+    first_end = ends[1]
+    if run.measure_from == 0:  # every request measured
+        prior = run.last_s
+        if prior.count(prior[0]) == batch:  # (usually) the previous step gave every token
+            run.counted_gaps.append(first_end - prior[0])
+            run.gap_counts.append(batch)
+        else:
+            run.gaps.extend([first_end - t for t in prior])
+        measured = batch
+    else:
+        ids = [run.running[i].request_id for i in alive]
+        run.gaps.extend(
+            [first_end - t for t, r in zip(run.last_s, ids, strict=True) if r >= run.measure_from]
+        )
+        measured = sum(r >= run.measure_from for r in ids)
+    if steps > 1 and measured:
+        run.counted_gaps.extend([b - a for a, b in itertools.pairwise(ends[1 : steps + 1])])
+        run.gap_counts.extend(array("q", [measured]) * (steps - 1))
+    end = ends[steps]
+    ends_c = [x + steps for x in c]  # each request's computed tokens after the stretch
+    # in place: the lists stay the ones _chunk_steps holds
+    if kv.windowed is None:  # max(h, blocks_for(x)), inlined
+        bs = kv.block_size
+        held[:] = [h if h * bs >= x else -(-x // bs) for h, x in zip(held, ends_c, strict=True)]
+    else:
+        need = [kv.blocks_for(x) for x in ends_c]
+        held[:] = [n if n > h else h for h, n in zip(held, need, strict=True)]
+    c[:] = ends_c
+    out[:] = [x + steps for x in out]
+    run.last_s[:] = [end] * batch
+    run.ends.extend(ends[1 : steps + 1])
+    run.durations.extend(total_s)
+    col = run.columns
+    col["gpu_s"].extend(gpu_s)
+    col["cpu_s"].extend(cpu_s)
+    each = array("q", [batch]) * steps
+    col["prefill_tokens"].extend(array("q", [0]) * steps)
+    col["decode_tokens"].extend(each)
+    col["batch_size"].extend(each)
+    col["kv_used"].extend(used)
+    col["num_running"].extend(each)
+    col["num_waiting"].extend(array("q", [run.num_waiting]) * steps)
+    return steps
