@@ -56,7 +56,8 @@ class Workload:
 
     def request(self, i: int) -> Request:
         lo, hi = int(self.content_offsets[i]), int(self.content_offsets[i + 1])
-        ids = list(range(1 + lo, 1 + hi)) if self.fresh_ids else self.content_ids[lo:hi].tolist()
+        # (fresh: a range, read as the list would be: by index and slice, never changed)
+        ids = range(1 + lo, 1 + hi) if self.fresh_ids else self.content_ids[lo:hi].tolist()
         return Request(
             request_id=i,
             arrival_s=float(self.arrival_s[i]),

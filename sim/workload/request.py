@@ -10,6 +10,7 @@ is sampled when a step brings num_computed_tokens up to num_tokens.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -31,8 +32,9 @@ class Request:
     prompt_len: int
     max_output_len: int
     # Content identity of the sequence, one id per `content_block_tokens` tokens, covering
-    # prompt and output. Equal leading ids mean equal leading tokens (shareable KV).
-    content_ids: list[int]
+    # prompt and output. Equal leading ids mean equal leading tokens (shareable KV). Read by
+    # index and slice only (a workload whose ids are all fresh hands out a range).
+    content_ids: Sequence[int]
     content_block_tokens: int
     priority: int = 0  # lower is served first (policy=priority)
     # Index of the first content id no other request of the workload has (None: none, or
