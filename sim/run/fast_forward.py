@@ -166,6 +166,7 @@ def _chunk_steps(engine: Engine, run: Run, horizon: float) -> None:
 
 
 def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> None:
+    """_chunk_steps' steps, each step's log row appended to `rows`."""
     sched, kv, cost = engine.scheduler, engine.kv, engine.cost
     block_size, caching = kv.block_size, kv.enable_caching
     windowed = kv.windowed is not None  # then a request holds kv.blocks_for(tokens) blocks
