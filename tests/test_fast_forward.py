@@ -143,6 +143,49 @@ def _simulated(ff_on: bool, workload: dict, engine_args: dict | None = None, sim
     return outcome, log.frame(), engines[0]
 
 
+def _lone_replica(ff_on: bool, engine_args: dict, counter: list[int], **workload):
+    """_simulated through simpy (a lone replica takes its own arrivals when fast-forwarded),
+    lognormal lengths around 300 tokens in: (outcome, step log, engine, counter[0] as the
+    run left it, from 0)."""
+    counter[0] = 0
+    work = {"input_len": 300, "length_dist": "lognormal"} | workload
+    outcome, frame, engine = _simulated(ff_on, work, engine_args, simpy=True)
+    return outcome, frame, engine, counter[0]
+
+
+# a lone replica's request records, as a client sees them
+SENT_FIELDS = (
+    "arrival_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finish_s",
+    "output_tokens",
+    "status",
+)
+
+
+def _same_records(a, b, *fields: str) -> None:
+    """Two runs' request records hold the same bytes in each of `fields`."""
+    for field in fields:
+        assert getattr(a, field).tobytes() == getattr(b, field).tobytes(), field
+
+
+@pytest.fixture
+def single_steps(monkeypatch) -> list[int]:
+    """A counter (its one item) of the steps simulated alone (Engine.step calls)."""
+    import sim.run.engine as engine_module
+
+    count = [0]
+    step = engine_module.Engine.step
+
+    def stepped(self, now):
+        count[0] += 1
+        return step(self, now)
+
+    monkeypatch.setattr(engine_module.Engine, "step", stepped)
+    return count
+
+
 def test_plain_loop_fast_forwards_the_same():
     """The plain-loop driver (no simpy) gives the same requests and steps both ways."""
     frames = []
@@ -154,8 +197,7 @@ def test_plain_loop_fast_forwards_the_same():
     (ra, sa, na), (rb, sb, nb) = frames
     assert na == 0 and nb > 0
     assert sa.equals(sb)
-    for field in ("finish_s", "first_token_s", "output_tokens", "status"):
-        assert (getattr(ra, field).tobytes()) == getattr(rb, field).tobytes(), field
+    _same_records(ra, rb, "finish_s", "first_token_s", "output_tokens", "status")
 
 
 @pytest.mark.parametrize("small", [0, 10**9])
@@ -189,8 +231,7 @@ def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
     (ra, sa, _), (rb, sb, engine) = run(False), run(True)
     assert engine.finish_inside_runs and sum(finishes) > 20
     assert sa.equals(sb)
-    for field in ("finish_s", "first_token_s", "output_tokens", "status"):
-        assert getattr(ra, field).tobytes() == getattr(rb, field).tobytes(), field
+    _same_records(ra, rb, "finish_s", "first_token_s", "output_tokens", "status")
     finishes.clear()
     _, _, capped = run(True, kind="closed_loop", concurrency=8)
     assert not capped.finish_inside_runs and not finishes
@@ -201,17 +242,16 @@ def test_runs_go_on_past_finishes_where_nothing_waits(monkeypatch):
     [(True, 2000, False), (False, 2000, False), (True, 260, True)],
 )
 def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
-    monkeypatch, reserve, blocks, preempts
+    monkeypatch, single_steps, reserve, blocks, preempts
 ):
     """Without a prefix cache a fast-forwarded run admits the waiting requests itself (vLLM
     V1's FCFS admission: each a chunk of min(threshold, budget), while sequence slots and
     blocks allow): the same requests and steps as step by step, with few steps stepped alone
     where blocks suffice, and with a pool short enough to preempt (preempted requests are
     admitted again, in runs where the blocks allow)."""
-    import sim.run.engine as engine_module
     import sim.run.fast_forward as ff
 
-    admitted, single = [], [0]
+    admitted, single = [], single_steps
     plan = ff._admissions
 
     def counted(*args):
@@ -220,13 +260,6 @@ def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
         return got
 
     monkeypatch.setattr(ff, "_admissions", counted)
-    step = engine_module.Engine.step
-
-    def stepped(self, now):
-        single[0] += 1
-        return step(self, now)
-
-    monkeypatch.setattr(engine_module.Engine, "step", stepped)
 
     def run(ff_on: bool):
         engine_args = {
@@ -252,8 +285,9 @@ def test_runs_admit_the_waiting_requests_without_a_prefix_cache(
     if not preempts:
         assert single[0] < steps_alone / 5, (single[0], steps_alone)
     assert sa.equals(sb)
-    for field in ("finish_s", "first_token_s", "first_scheduled_s", "output_tokens", "status"):
-        assert getattr(ra, field).tobytes() == getattr(rb, field).tobytes(), field
+    _same_records(
+        ra, rb, "finish_s", "first_token_s", "first_scheduled_s", "output_tokens", "status"
+    )
 
 
 @pytest.mark.parametrize(("blocks", "max_steps"), [(None, 2048), (260, 2048), (None, 7)])
@@ -283,16 +317,7 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
             "max_model_len": 900,
             "num_gpu_blocks_override": blocks,
         }
-        workload = {
-            "num_requests": 300,
-            "rate": 20.0,
-            "input_len": 300,
-            "output_len": 120,
-            "length_dist": "lognormal",
-        }
-        calls[0] = 0
-        outcome, frame, engine = _simulated(ff_on, workload, engine_args, simpy=True)
-        return outcome, frame, engine, calls[0]
+        return _lone_replica(ff_on, engine_args, calls, num_requests=300, rate=20.0, output_len=120)
 
     (a, sa, ea, step_calls), (b, sb, eb, run_calls) = run(False), run(True)
     assert not ea.takes_arrivals and eb.takes_arrivals
@@ -302,46 +327,27 @@ def test_a_lone_replica_sends_its_own_arrivals_inside_runs(monkeypatch, blocks, 
     rejected = [r for r in b.requests if r.status.value == "rejected"]
     assert rejected and a.end_s == b.end_s
     assert sa.equals(sb)
-    fields = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "output_tokens")
-    for field in (*fields, "status"):
-        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+    _same_records(a.records, b.records, *SENT_FIELDS)
     for x, y in zip(merged([ea.scheduler.itl]), merged([eb.scheduler.itl]), strict=True):
         assert x.tobytes() == y.tobytes()
 
 
-def test_admitting_runs_go_on_past_finishes_while_requests_wait(monkeypatch):
+def test_admitting_runs_go_on_past_finishes_while_requests_wait(monkeypatch, single_steps):
     """A run that admits plans the waiting queue's use of the sequence slot and blocks a
     finish frees: with the batch full and requests waiting, runs go on past finishes (the
     next step admits into the freed slots), few steps are stepped alone, and the requests,
     steps and pool are those of step by step."""
-    import sim.run.engine as engine_module
     import sim.run.fast_forward as ff
 
-    waiting, single = [], [0]
+    waiting, single = [], single_steps
     finish = ff.Run.finish
     monkeypatch.setattr(
         ff.Run, "finish", lambda run, done: (waiting.append(run.waiting_left), finish(run, done))[1]
     )
-    step = engine_module.Engine.step
-
-    def stepped(self, now):
-        single[0] += 1
-        return step(self, now)
-
-    monkeypatch.setattr(engine_module.Engine, "step", stepped)
 
     def run(ff_on: bool):
         engine_args = {"enable_prefix_caching": False, "max_num_seqs": 8}
-        workload = {
-            "num_requests": 200,
-            "rate": 40.0,
-            "input_len": 300,
-            "output_len": 60,
-            "length_dist": "lognormal",
-        }
-        single[0] = 0
-        outcome, frame, engine = _simulated(ff_on, workload, engine_args, simpy=True)
-        return outcome, frame, engine, single[0]
+        return _lone_replica(ff_on, engine_args, single, num_requests=200, rate=40.0, output_len=60)
 
     (a, sa, ea, alone), (b, sb, eb, stepped_alone) = run(False), run(True)
     assert sum(waiting) > 50, sum(waiting)  # finishes planned while requests waited
@@ -349,9 +355,7 @@ def test_admitting_runs_go_on_past_finishes_while_requests_wait(monkeypatch):
     assert stepped_alone <= 2, stepped_alone  # the whole workload in one run (or two)
     assert list(ea.kv.pool.free_queue) == list(eb.kv.pool.free_queue)
     assert sa.equals(sb)
-    fields = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "output_tokens")
-    for field in (*fields, "status"):
-        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+    _same_records(a.records, b.records, *SENT_FIELDS)
 
 
 def test_runs_leave_big_batches_to_the_lane(monkeypatch):
@@ -380,8 +384,7 @@ def test_runs_leave_big_batches_to_the_lane(monkeypatch):
     assert batches and max(batches) < 8, max(batches)
     assert max(sb["num_running"]) > 16 and eb.num_fast_forwarded_steps > 0
     assert sa.equals(sb)
-    for field in ("arrival_s", "first_token_s", "finish_s", "output_tokens"):
-        assert getattr(a.records, field).tobytes() == getattr(b.records, field).tobytes(), field
+    _same_records(a.records, b.records, "arrival_s", "first_token_s", "finish_s", "output_tokens")
 
 
 @settings(max_examples=300, deadline=None)
