@@ -213,27 +213,16 @@ class AttentionCost:
             def layer_sum(table: ContextTable) -> float:  # sequential, as np.cumsum
                 return float(np.add.accumulate(table(contexts))[-1])
 
-            return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
-        # a list: _decode_total's sum with its lookups done once per batch size (_decode_plan)
-        num_seqs = len(contexts)
-        if num_seqs == 0:
-            return 0.0
-        plan = self._plans.get((num_seqs, mixed)) or self._decode_plan(num_seqs, mixed)
-        top = max(contexts)
-        total = 0.0
-        for count, table, floor, fixed in plan:
-            if table is None:
-                dec = fixed
-            else:
+        else:  # a list: in plain Python
+            top = max(contexts, default=0)
+
+            def layer_sum(table: ContextTable) -> float:  # sequential, as np.cumsum
                 values = table.values_upto(top)
                 if values is None:  # (beyond the dense pages)
-                    dec = reduce(add, table.row(contexts))
-                else:  # sequential, as np.cumsum
-                    dec = _row_sums(values, contexts, 1)[0]
-                if floor is not None:
-                    dec = dec + floor
-            total += count * dec
-        return total
+                    return reduce(add, table.row(contexts))
+                return _row_sums(values, contexts, 1)[0]
+
+        return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
 
     def _decode_plan(self, num_seqs: int, mixed: bool) -> list:
         """Per layer kind, in order: (count, its ContextTable or None for linear attention,
@@ -284,16 +273,16 @@ class AttentionCost:
 
     def _decode_total(self, num_seqs: int, mixed: bool, layer_sum, total):
         """Sum over layer kinds of count x (the kind's per-sequence sum + its launch floor),
-        starting from `total` (0.0, or zeros per step)."""
+        starting from `total` (0.0, or zeros per step), by the batch size's plan."""
         if num_seqs == 0:
             return total
-        for index, count, attention, floor in self._decode_terms():
-            if attention is Attention.LINEAR:
-                flops, state = self._linear_terms()
-                dec = self.pricer.linear_attention_s(num_seqs, num_seqs, flops, state)
+        plan = self._plans.get((num_seqs, mixed)) or self._decode_plan(num_seqs, mixed)
+        for count, table, floor, fixed in plan:
+            if table is None:
+                dec = fixed
             else:
-                dec = layer_sum(self._table(index, num_seqs, mixed))
-                if floor is not None and not mixed:
+                dec = layer_sum(table)
+                if floor is not None:
                     dec = dec + floor
             total += count * dec
         return total

@@ -209,6 +209,7 @@ class KernelPricer:
         key = (id(surface), head)
         fixed = self._head_fixed.get(key)
         if fixed is None:  # (the same bits as surface.at of all five: Surface.fixing)
+            # (the surface kept beside it: its id stays its own while the key lives)
             fixed = self._head_fixed[key] = (surface.fixing(head), surface)
         return roof * math.exp(fixed[0].at(feats))
 

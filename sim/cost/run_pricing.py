@@ -45,24 +45,12 @@ class RunPricing:
         gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
         return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0
 
-    def decode_step(self, contexts: list[int]) -> tuple[float, float, float]:
-        """(gpu_s, cpu_s, total_s) of one decode-only step at these contexts, in plain
-        Python: the same sums in the same order as decode_run's rows and as step_cost."""
-        c = self._decode_base_of(contexts)
-        gpu = (
-            c.linear_s
-            + c.moe_s
-            + c.attention_prefill_s
-            + self.attention.decode_one(contexts, False)
-        )
-        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
-        return gpu, c.cpu_s, max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
-
     def decode_rows(self, contexts: list[int], steps: int):
-        """decode_step(contexts + k) for k = 0 .. steps - 1, as ([gpu_s], cpu_s, [total_s])
-        (cpu_s the same every step), the attention of all the steps looked up at once
-        (AttentionCost.decode_rows): the same sums in the same order, so the same bits; None
-        where a context lies beyond the tables' dense pages."""
+        """(gpu_s, cpu_s, total_s) of cost([], [], contexts + k) for k = 0 .. steps - 1, as
+        ([gpu_s], cpu_s, [total_s]) (cpu_s the same every step), the attention of all the
+        steps looked up at once (AttentionCost.decode_rows): the same sums in the same order
+        as StepCost's, so the same bits; None where a context lies beyond the tables' dense
+        pages."""
         decs = self.attention.decode_rows(contexts, steps, False)
         if decs is None:
             return None
@@ -70,14 +58,14 @@ class RunPricing:
         base = c.linear_s + c.moe_s + c.attention_prefill_s
         e, a, lm, la = c.elementwise_s, c.allreduce_s, c.lm_head_s, c.launch_s
         hidden, serial, swap = c.cpu_hidden_s, c.cpu_serial_s, c.swap_s
-        gpus = [base + dec + e + a + lm + la for dec in decs]  # (left to right: as above)
+        gpus = [base + dec + e + a + lm + la for dec in decs]  # (left to right: StepCost.gpu_s)
         totals = [(g if g >= hidden else hidden) + serial + swap for g in gpus]  # max(g, hidden)
         return gpus, c.cpu_s, totals
 
     def decode_floor_s(self, contexts: list[int]) -> float:
-        """A lower bound of decode_step(contexts)'s total_s, and of any later step's of the
-        same batch: its sum without the attention (a float sum never falls when a term
-        grows)."""
+        """A lower bound of the total_s of a decode-only step at `contexts`, and of any later
+        step's of the same batch: its sum without the attention (a float sum never falls when
+        a term grows)."""
         c = self._decode_base_of(contexts)
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s

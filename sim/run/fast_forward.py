@@ -348,8 +348,8 @@ def _fed_steps(engine: Engine, run: Run, horizon: float) -> None:
     """A run past arrivals: the requests due before each step are sent and join the waiting
     queue; steps admit them (_chunk_steps) and the decode-only stretches between (while none
     waits) stop at the next arrival. Stops where a step would need the usual paths (short of
-    blocks, a finish while requests wait, nothing to admit for now), at MAX_RUN_STEPS, or when
-    the replica runs out of work."""
+    blocks, nothing to admit for now), at MAX_RUN_STEPS, or when the replica runs out of
+    work."""
     sched = engine.scheduler
     run.next_arrival = run.feed.next_s()  # (only _deliver sends while the run goes on)
     while run.steps < MAX_RUN_STEPS and run.alive:
