@@ -97,8 +97,8 @@ class KernelPricer:
     # pricers with the same fingerprint price everything alike, so the cost model may share
     # their per-context decode tables across runs in one process (None: no sharing).
     fingerprint: str | None = None
-    # per prefill shape: its surface with the head features fixed (prefill_chunk_s)
-    _head_fixed: dict = field(default_factory=dict, compare=False, repr=False)
+    # id of a prefill shape -> what prefill_chunk_s reads of it (_prefill_terms)
+    _chunk_terms: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _find(self, kind: str, *key: str) -> str | None:
         """The exact surface key, else one of the same kind with the same last key part."""
@@ -181,37 +181,44 @@ class KernelPricer:
     def prefill_chunk_s(self, q: int, c: int, num_seqs: int, shape: AttentionShape) -> float:
         """prefill_s of one chunk, in plain Python (the same roofline, features and surface;
         equal to prefill_s up to rounding): what a step prices chunk by chunk."""
-        hw = self.hardware
-        pairs = causal_pairs_scalar(q, c, float(shape.window), shape.chunked)
+        terms = self._chunk_terms.get(id(shape))
+        if terms is None:
+            terms = self._chunk_terms[id(shape)] = self._prefill_terms(shape)
+        heads, kv_heads, head_dim, w, kv_bytes, peak, hbm, surface, head, fixed, _ = terms
+        pairs = causal_pairs_scalar(q, c, w, shape.chunked)
         kv_len = c + q
-        w = float(shape.window)
         kv_read = min(kv_len, max(w, 1.0) + q) if w > 0 else kv_len
-        heads, kv_heads, head_dim = float(shape.heads), float(shape.kv_heads), float(shape.head_dim)
         flops = 4 * heads * head_dim * pairs
-        nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * (
-            shape.kv_bytes
-        )
-        peak = hw.peak_flops_per_s("bf16")
-        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * kv_bytes
         if surface is None:
             p = self.prior
             return max(
                 flops / (peak * p.attention_prefill_flops_efficiency),
-                nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
+                nbytes / (hbm * p.memory_bandwidth_efficiency),
             )
         feats = [log2_scalar(q), log2_scalar(num_seqs * heads), log2_scalar(pairs / q)]
         if c > 0:  # as prefill_s: a chunk after cached tokens takes the matching prefill's
             feats[0] = max(feats[0], feats[2] + 1.0)
-        roof = max(flops / peak, nbytes / hw.hbm_bytes_per_s)
-        head = (log2_scalar(head_dim), log2_scalar(heads / kv_heads))  # the shape's own
-        if len(surface.features) != 5:
+        roof = max(flops / peak, nbytes / hbm)
+        if fixed is None:
             return roof * math.exp(surface.at([*feats, *head]))
-        key = (id(surface), head)
-        fixed = self._head_fixed.get(key)
-        if fixed is None:  # (the same bits as surface.at of all five: Surface.fixing)
-            # (the surface kept beside it: its id stays its own while the key lives)
-            fixed = self._head_fixed[key] = (surface.fixing(head), surface)
-        return roof * math.exp(fixed[0].at(feats))
+        return roof * math.exp(fixed.at(feats))
+
+    def _prefill_terms(self, shape: AttentionShape) -> tuple:
+        """What prefill_chunk_s reads of a shape, once per shape: its sizes as floats, the GPU's
+        rates, its surface, its head features and, for a surface of five features, the
+        surface with those fixed (Surface.fixing: the same bits as at() of all five); the
+        shape last, so that its id stays its own while the entry lives."""
+        hw = self.hardware
+        heads, kv_heads, head_dim = float(shape.heads), float(shape.kv_heads), float(shape.head_dim)
+        surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
+        head = (log2_scalar(head_dim), log2_scalar(heads / kv_heads))  # the shape's own
+        fixed = None
+        if surface is not None and len(surface.features) == 5:
+            fixed = surface.fixing(head)
+        peak = hw.peak_flops_per_s("bf16")
+        terms = (heads, kv_heads, head_dim, float(shape.window), shape.kv_bytes, peak)
+        return (*terms, hw.hbm_bytes_per_s, surface, head, fixed, shape)
 
     def decode_s(self, ctx, num_seqs, shape: AttentionShape, mixed: bool = False) -> np.ndarray:
         """Per-sequence seconds of decode attention: a batch costs their sum plus one

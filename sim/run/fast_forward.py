@@ -177,8 +177,13 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
     prompt, limit, last_s = run.prompts, run.limits, run.last_s
     prefilling = run.prefilling  # (a request not in it decodes: one known token to compute)
     plain = not windowed and not run.measure_from  # (the decode pass's conditions)
-    while run.steps < MAX_RUN_STEPS and alive and (not run.pure_decode() or run.waiting_left):
-        start = run.ends[-1]
+    ends = run.ends  # (extended in place: run.steps is len(ends) - 1)
+    # the decode pass's fewest tokens left to a finish, for its decodes as of the step that
+    # worked it out (`margin_k` of them; -1: none since the decodes changed); each step
+    # gives every decode one token
+    margin = margin_k = -1
+    while len(ends) <= MAX_RUN_STEPS and alive and (prefilling or run.waiting_left):
+        start = ends[-1]
         if start >= horizon:
             return
         if run.waiting and len(alive) != admits_at:
@@ -198,7 +203,9 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
         if plain and 0 < k < budget and prefilling.issuperset(alive[k:]):
             # the decodes in one pass: each its one token (a decoding request has out > 0)
             dec_c = c[:k]
-            if min(map(operator.sub, limit[:k], out[:k])) <= 1:  # a finish among them
+            if k != margin_k:
+                margin, margin_k = min(map(operator.sub, limit[:k], out[:k])), k
+            if margin <= 1:  # a finish among them
                 if not run.finishes:
                     return  # the step after the bulk
                 done = [j for j in range(k) if out[j] + 1 >= limit[j]]
@@ -222,7 +229,7 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
             budget -= k
             rest = range(k, len(alive))
         else:
-            k = 0
+            k, margin_k = 0, -1  # (the decodes get their tokens below, one by one)
         for j in rest:
             i, ci = alive[j], c[j]
             if i in prefilling:
@@ -306,9 +313,11 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
         measure_from = run.measure_from
         tokens = k
         if k:  # the decode pass's requests: a token each, all measured
+            margin -= 1
             prior = last_s[:k]
             shared = prior.count(start)
-            run.gaps.extend([end_s - t for t in prior if t != start])
+            if shared < k:
+                run.gaps.extend([end_s - t for t in prior if t != start])
             c[:k] = [x + 1 for x in c[:k]]
             out[:k] = [x + 1 for x in out[:k]]
             last_s[:k] = [end_s] * k
@@ -318,6 +327,7 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
             c[j] = ci
             if ci == prompt[j] + out[j]:  # caught up: a token (and from now on a decode)
                 i = alive[j]
+                margin_k = -1  # (a decode from the next step on)
                 if out[j] == 0:
                     run.first_s[i] = end_s
                     prefilling.discard(i)
@@ -334,10 +344,11 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
         if shared:
             run.counted_gaps.append(end_s - start)
             run.gap_counts.append(shared)
-        run.ends.append(end_s)
+        ends.append(end_s)
         run.durations.append(total_s)
         if done:  # (the row counts them out: kv_used and num_running after the step)
             run.finish(done)
+            margin_k = -1
         rows.append(
             (gpu_s, cpu_s, tokens - num_decode, num_decode, len(batch), run.used, len(alive),
              run.num_waiting)

@@ -194,14 +194,12 @@ def price_rows(engine: Engine, computed: list[int], steps: int, now: float, hori
         return gpu_s, [cpu] * len(total_s), total_s, ends
     first = np.array(computed, dtype=np.int64)
     gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
-    ends = np.cumsum(np.concatenate(([now], total)))
-    steps = min(steps, int(np.searchsorted(ends[:steps], horizon, side="left")))
-    return (
-        gpu[:steps].tolist(),
-        cpu[:steps].tolist(),
-        total[:steps].tolist(),
-        ends[: steps + 1].tolist(),
-    )
+    total_s = total.tolist()
+    ends = list(itertools.accumulate(total_s, initial=now))  # (np.cumsum's sequential sums)
+    if ends[-2] >= horizon:
+        steps = bisect.bisect_left(ends, horizon, 0, steps)
+        del total_s[steps:], ends[steps + 1 :]
+    return gpu[:steps].tolist(), cpu[:steps].tolist(), total_s, ends
 
 
 def block_calls(computed, held, block_size: int, steps: int, caching: bool):
