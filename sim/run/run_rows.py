@@ -166,9 +166,11 @@ ROW_FIELDS = {
 
 
 # A run's rows cost ~4 + 0.2 x batch + 0.5 x steps + 0.03 x batch x steps µs in plain
-# Python (CostModel.decode_rows) and ~20 + 0.005 x batch x steps µs in one numpy call
-# (decode_run), measured here: runs below this bound are priced in Python.
-PYTHON_ROWS = 640
+# Python (CostModel.decode_rows) and ~36 + 0.005 x batch x steps µs in one numpy call
+# (decode_run), measured inside the yardstick's run (benchmarks/README.md, issue 24's twelfth
+# step; a microbenchmark's warm numpy call takes ~20): runs below this bound are priced in
+# Python.
+PYTHON_ROWS = 1280
 
 
 def python_rows(steps: int, batch: int) -> bool:
@@ -322,8 +324,8 @@ def decode_stretch(engine: Engine, run: Run, horizon: float, minimum: int, most:
     steps = most
     if steps < minimum or now >= horizon:
         return 0
-    if math.isfinite(horizon) and not python_rows(steps, len(c)):  # (priced in numpy; the
-        # rows in Python are few) no step is shorter than the cost without attention
+    if math.isfinite(horizon) and steps > 4:  # (rows past the horizon would be priced for
+        # nothing) no step is shorter than the cost without attention
         steps = min(steps, int((horizon - now) / engine.cost.decode_floor_s(c)) + 2)
     kv = engine.kv
     if kv.windowed is None:
