@@ -20,6 +20,7 @@ class RunPricing:
 
     attention: AttentionCost
     _decode_base: dict  # batch size -> the StepCost of a decode-only step (_decode_base_of)
+    _decode_floor: dict  # batch size -> decode_floor_s
     _step_parts: dict  # see step_times
 
     def step_times(
@@ -66,11 +67,15 @@ class RunPricing:
     def decode_floor_s(self, contexts: list[int]) -> float:
         """A lower bound of the total_s of a decode-only step at `contexts`, and of any later
         step's of the same batch: its sum without the attention (a float sum never falls when
-        a term grows)."""
-        c = self._decode_base_of(contexts)
-        gpu = c.linear_s + c.moe_s + c.attention_prefill_s
-        gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
-        return max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+        a term grows); by batch size, worked out once."""
+        floor = self._decode_floor.get(len(contexts))
+        if floor is None:
+            c = self._decode_base_of(contexts)
+            gpu = c.linear_s + c.moe_s + c.attention_prefill_s
+            gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
+            floor = max(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s
+            self._decode_floor[len(contexts)] = floor
+        return floor
 
     def _decode_base_of(self, contexts):
         """A decode-only step's cost at these contexts, whose every part but the attention

@@ -168,6 +168,7 @@ class CostModel(RunPricing):
         )
         self._priced_once = False
         self._decode_base: dict[int, StepCost] = {}  # see decode_run
+        self._decode_floor: dict[int, float] = {}  # see decode_floor_s
         self._step_parts: dict[tuple, tuple] = {}  # see step_times
         self.draft_model = None  # speculative_method=draft_model: the draft's CostModel
         if settings.speculative_method == "draft_model":
