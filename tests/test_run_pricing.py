@@ -88,6 +88,19 @@ def test_a_stretchs_rows_are_its_steps_priced_alone(models, contexts, steps):
         assert np.array_equal(_bits(run[2]), _bits(totals))
 
 
+def test_the_decode_floor_is_each_batch_sizes_own(models):
+    """decode_floor_s, kept per batch size, is each batch's own: its step's total without
+    the decode attention, whichever batch sizes were asked before."""
+    for cost in models:
+        for size in (96, 1, 24, 1, 96):
+            contexts = [50] * size
+            step = cost.cost([], [], contexts)
+            gpu = step.gpu_s - step.attention_decode_s
+            floor = max(gpu, step.cpu_hidden_s) + step.cpu_serial_s + step.swap_s
+            assert cost.decode_floor_s(contexts) == pytest.approx(floor, rel=1e-12)
+            assert cost.decode_floor_s(contexts) <= step.total_s
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     chunks=st.lists(st.tuples(st.integers(2, 600), st.integers(0, 5000)), max_size=3),

@@ -178,9 +178,11 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
     prefilling = run.prefilling  # (a request not in it decodes: one known token to compute)
     plain = not windowed and not run.measure_from  # (the decode pass's conditions)
     ends = run.ends  # (extended in place: run.steps is len(ends) - 1)
-    # the decode pass's fewest tokens left to a finish, for its decodes as of the step that
-    # worked it out (`margin_k` of them; -1: none since the decodes changed); each step
-    # gives every decode one token
+    # the decode pass's fewest tokens left to a finish among its `margin_k` decodes, less one
+    # for each step since (each gives every decode a token). Worked out again when their
+    # count changes, after a step without the pass and after one that finished requests
+    # (-1): else they are the same requests (a prefill catching up adds one, an admission
+    # adds a prefill after them)
     margin = margin_k = -1
     while len(ends) <= MAX_RUN_STEPS and alive and (prefilling or run.waiting_left):
         start = ends[-1]
@@ -327,7 +329,6 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
             c[j] = ci
             if ci == prompt[j] + out[j]:  # caught up: a token (and from now on a decode)
                 i = alive[j]
-                margin_k = -1  # (a decode from the next step on)
                 if out[j] == 0:
                     run.first_s[i] = end_s
                     prefilling.discard(i)
