@@ -36,6 +36,22 @@ def test_figures_drawn_by_workers_have_the_bytes_of_figures_drawn_here(result, t
         assert (here / name).read_bytes() == (there / name).read_bytes(), name
 
 
+def test_the_first_worker_imports_once_and_forks_the_others(tmp_path, monkeypatch):
+    """The plotting modules are imported once, by the first worker, which then forks the
+    others: each worker draws in a process of its own, and close() ends every one."""
+    log = tmp_path / "imports.log"
+    (tmp_path / "counted_import.py").write_text(
+        f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with PlotWorkers(3, ("counted_import",)) as workers:
+        pids = [workers.submit("os", "getpid").result() for _ in range(3)]  # one each
+        procs = list(workers._procs)
+    assert len(set(pids)) == 3 and os.getpid() not in pids
+    assert log.read_text().split() == [str(pids[0])]  # once, in the first worker
+    assert not any(proc.is_alive() for proc in procs)
+
+
 def test_a_workers_error_is_raised_here():
     with PlotWorkers(1) as workers:
         pending = workers.submit("math", "sqrt", "not a number")

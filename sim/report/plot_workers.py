@@ -1,10 +1,12 @@
 """A single run's plots drawn in other processes, beside the run rather than after it.
 
-matplotlib takes half a second to import and a few tenths of a second per figure, on one core.
-A single run with its report (`python -m sim`, output.report=true) starts these workers before
-it simulates: each imports the plotting modules on a spare core while the simulation runs,
-then draws one figure while this process writes the run's other files. Every figure is drawn
-by the same function from the same data as in this process, so its PNG has the same bytes.
+matplotlib takes a third of a second to import and a few tenths of a second per figure, on one
+core. A single run with its report (`python -m sim`, output.report=true) starts these workers
+before it simulates: the first imports the plotting modules on a spare core while the
+simulation runs and then forks the others (so the imports are paid once, not once a worker on
+a shared core), and each draws a figure while this process writes the run's other files.
+Every figure is drawn by the same function from the same data as in this process, so its PNG
+has the same bytes.
 
     workers = PlotWorkers.start(("sim.report.run_plots",))  # None on one core: draw here
     pending = workers.submit("sim.report.run_plots", "plot_latency_cdfs", requests, path)
@@ -16,12 +18,15 @@ drawn in this process instead. Workers are daemons: they end with this process, 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 import os
 import queue
+import signal
+import time
 from importlib import import_module
-from typing import Any
+from typing import Any, NoReturn
 
 POLL_S = 0.5  # how often a wait checks that the worker drawing the figure is still alive
 STALL_S = 300.0  # a worker silent this long is stopped and its figure drawn here (a figure
@@ -66,16 +71,18 @@ class PlotWorkers:
     busy worker), outcomes come back through one queue, each with its job's number."""
 
     def __init__(self, count: int, modules: tuple[str, ...] = ()):
-        """`modules`: what each worker imports before its first job (while the run simulates)."""
+        """`modules`: what the workers have imported before their first job (the first
+        imports them while the run simulates, then forks the others)."""
         ctx = mp.get_context("fork")
         self._outcomes = ctx.Queue()
         self._jobs = [ctx.Queue() for _ in range(count)]
-        self._procs = [
-            ctx.Process(target=_serve, args=(jobs, self._outcomes, modules), daemon=True)
-            for jobs in self._jobs
-        ]
-        for proc in self._procs:
-            proc.start()
+        pids = [ctx.RawValue("q", 0) for _ in range(count - 1)]  # the siblings', once forked
+        siblings = list(zip(self._jobs[1:], pids, strict=True))
+        first = ctx.Process(
+            target=_serve, args=(self._jobs[0], self._outcomes, modules, siblings), daemon=True
+        )
+        first.start()
+        self._procs: list[Any] = [first, *(_Sibling(pid, first) for pid in pids)]
         self._arrived: dict[int, tuple[bool, Any]] = {}
         self._submitted = 0
 
@@ -124,10 +131,11 @@ class PlotWorkers:
         return self._arrived.pop(number)
 
     def close(self) -> None:
-        for jobs, proc in zip(self._jobs, self._procs, strict=True):
+        # the siblings first, so that they end while the first worker, which reaps them, lives
+        order = list(zip(self._jobs, self._procs, strict=True))[::-1]
+        for jobs, proc in order:
             if proc.is_alive():
                 jobs.put(None)  # the worker's signal to end
-        for jobs, proc in zip(self._jobs, self._procs, strict=True):
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
@@ -147,8 +155,50 @@ def _call(module: str, name: str, args: tuple) -> Any:
     return getattr(import_module(module), name)(*args)
 
 
-def _serve(jobs, outcomes, modules: tuple[str, ...]) -> None:
-    """A worker: import the plotting modules, then draw each job until told to end."""
+class _Sibling:
+    """A worker the first one forks once its imports are done (_serve), seen from the parent
+    by its pid as a multiprocessing.Process is (0 until forked: until then it lives and dies
+    with the first worker, which would fork it)."""
+
+    def __init__(self, pid, first: mp.Process):
+        self._pid, self._first = pid, first
+
+    def is_alive(self) -> bool:
+        pid = self._pid.value
+        if not pid:
+            return self._first.is_alive()
+        try:  # (the first worker ignores SIGCHLD: a sibling that ends while it lives is gone)
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        try:  # one that outlived it waits for init to reap it: a zombie, ended
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rpartition(")")[2].split()[0] != "Z"
+        except OSError:  # (no /proc)
+            return True
+
+    def kill(self) -> None:
+        if not self._pid.value:  # not forked yet: the first worker, which would fork it
+            self._first.kill()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid.value, signal.SIGKILL)
+
+    terminate = kill
+
+    def join(self, timeout: float | None = None) -> None:
+        if not self._pid.value:
+            self._first.join(timeout)
+            return
+        waited = 0.0
+        while self.is_alive() and (timeout is None or waited < timeout):
+            time.sleep(0.01)
+            waited += 0.01
+
+
+def _serve(jobs, outcomes, modules: tuple[str, ...], siblings: list) -> None:
+    """The first worker: import the plotting modules, fork the siblings (each with its job
+    queue and a place for its pid), then draw each job until told to end."""
     try:
         os.nice(5)  # the run this process was forked from comes first
         for module in modules:
@@ -158,14 +208,42 @@ def _serve(jobs, outcomes, modules: tuple[str, ...]) -> None:
         # (a tenth of the drawing time otherwise); the young garbage collected first
         gc.collect(1)
         gc.freeze()
-        while (item := jobs.get()) is not None:
-            number, job = item
-            try:
-                outcomes.put((number, True, _call(*job)))
-            except Exception as exc:  # the parent raises it from result()
-                outcomes.put((number, False, exc))
+        if siblings:  # (no queue has a feeder thread yet: none was written to here)
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the siblings reaped as they end
+        for sibling_jobs, pid in siblings:
+            child = os.fork()
+            if not child:
+                _sibling(sibling_jobs, outcomes)
+            pid.value = child
+        _draw(jobs, outcomes)
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group: the parent handles it
         pass
     finally:
         outcomes.close()
         outcomes.join_thread()  # every outcome delivered before the worker exits
+
+
+def _sibling(jobs, outcomes) -> NoReturn:
+    """A forked sibling: draw its jobs, deliver its outcomes, end (os._exit: what follows the
+    fork in the first worker is not this process's)."""
+    code = 0
+    try:
+        _draw(jobs, outcomes)
+    except KeyboardInterrupt:
+        pass
+    except BaseException:
+        code = 1
+    finally:
+        outcomes.close()
+        outcomes.join_thread()
+        os._exit(code)
+
+
+def _draw(jobs, outcomes) -> None:
+    """Draw each job from `jobs` until told to end (None), its outcome sent to `outcomes`."""
+    while (item := jobs.get()) is not None:
+        number, job = item
+        try:
+            outcomes.put((number, True, _call(*job)))
+        except Exception as exc:  # the parent raises it from result()
+            outcomes.put((number, False, exc))
