@@ -88,6 +88,21 @@ def test_a_stretchs_rows_are_its_steps_priced_alone(models, contexts, steps):
         assert np.array_equal(_bits(run[2]), _bits(totals))
 
 
+def test_a_lone_chunks_prefill_is_the_same_whatever_was_asked_before():
+    """prefill() of one chunk is remembered by the chunk (new tokens and cached ones): two
+    cost models asked the same chunks in opposite orders give the same bits for each."""
+    chunks = [(q, c) for q in (1, 37, 512) for c in (0, 5, 2048, 3000)]
+    answers = []
+    for order in (chunks, chunks[::-1]):
+        cfg = SimConfig.from_mapping(MODELS[2] | {"engine_args": {"max_model_len": 4096}})
+        attention = Setup.from_config(cfg).cost_model().attention
+        answers.append({(q, c): attention.prefill([q], [c]) for q, c in order})
+    assert {k: _bits(v) for k, v in answers[0].items()} == {
+        k: _bits(v) for k, v in answers[1].items()
+    }
+    assert len({answers[0][(512, c)] for c in (0, 5, 2048, 3000)}) == 4
+
+
 def test_the_decode_floor_is_each_batch_sizes_own(models):
     """decode_floor_s, kept per batch size, is each batch's own: its step's total without
     the decode attention, whichever batch sizes were asked before."""

@@ -64,6 +64,7 @@ class AttentionCost:
             for layer, _ in layers
         }
         self._prefill: dict[tuple[int, int, int, int], float] = {}  # see _prefill_chunks
+        self._prefill_one: dict[tuple[int, int] | None, float] = {}  # a lone chunk's prefill()
         self._tables: dict[tuple[int, int, bool], ContextTable] = {}  # see _table
         self._floors: dict[tuple[str, AttentionShape], float] = {}
         self._decode_info: list | None = None  # see _decode_terms
@@ -81,11 +82,17 @@ class AttentionCost:
                     shape = self.shapes[id(layer)]
                     plan.append((index, count, shape, self._floor("attention_prefill", shape)))
         if plan:  # the loop below for these kinds, with its lookups done once
+            one = (pre_q[0], pre_c[0]) if len(pre_q) == 1 else None  # (most steps: one chunk)
+            total = self._prefill_one.get(one)
+            if total is not None:
+                return total
             total = 0.0
             for index, count, shape, floor in plan:
                 pre = self._prefill_chunks(index, shape, pre_q, pre_c)
                 pre += floor
                 total += count * pre
+            if one is not None:
+                self._prefill_one[one] = total
             return total
         m, pr = self.model, self.pricer
         n_pre = len(pre_q)

@@ -80,11 +80,12 @@ def causal_pairs(q, c, window, chunked) -> np.ndarray:
 
 def causal_pairs_scalar(q: float, c: float, window: float, chunked: bool) -> float:
     """causal_pairs for one chunk, in plain Python."""
+    if window <= 0:  # (upto below, inlined)
+        hi, lo = float(c + q), float(c)
+        return hi * (hi + 1) / 2 - lo * (lo + 1) / 2
     ww = max(window, 1.0)
 
     def upto(x: float) -> float:
-        if window <= 0:
-            return x * (x + 1) / 2
         if chunked:
             whole, rest = x // ww, x % ww
             return whole * ww * (ww + 1) / 2 + rest * (rest + 1) / 2
