@@ -52,6 +52,21 @@ def test_the_first_worker_imports_once_and_forks_the_others(tmp_path, monkeypatc
     assert not any(proc.is_alive() for proc in procs)
 
 
+def test_workers_closed_before_their_imports_end_do_not_wait_out_the_join(tmp_path, monkeypatch):
+    """close() right after the start (a run that failed at once): the siblings not forked
+    yet end as soon as they are, no join waits out its 5 s."""
+    import time
+
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(0.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.perf_counter()
+    workers = PlotWorkers(3, ("slow_import",))
+    procs = list(workers._procs)
+    workers.close()
+    assert time.perf_counter() - started < 4.0  # (one join's timeout is 5 s)
+    assert not any(proc.is_alive() for proc in procs)
+
+
 def test_a_workers_error_is_raised_here():
     with PlotWorkers(1) as workers:
         pending = workers.submit("math", "sqrt", "not a number")

@@ -131,11 +131,11 @@ class PlotWorkers:
         return self._arrived.pop(number)
 
     def close(self) -> None:
-        # the siblings first, so that they end while the first worker, which reaps them, lives
-        order = list(zip(self._jobs, self._procs, strict=True))[::-1]
-        for jobs, proc in order:
-            if proc.is_alive():
+        for jobs, proc in zip(self._jobs, self._procs, strict=True):
+            if proc.is_alive():  # (a sibling not forked yet reads it once it is)
                 jobs.put(None)  # the worker's signal to end
+        # the siblings first: they mostly end while the first worker, which reaps them, lives
+        for jobs, proc in list(zip(self._jobs, self._procs, strict=True))[::-1]:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
