@@ -139,6 +139,7 @@ class PlotWorkers:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
+                proc.join(timeout=1)  # (a signal is not an end: let it take effect)
             jobs.cancel_join_thread()  # nothing left to deliver to a worker that has ended
             jobs.close()
         self._outcomes.close()
@@ -187,10 +188,7 @@ class _Sibling:
     terminate = kill
 
     def join(self, timeout: float | None = None) -> None:
-        if not self._pid.value:
-            self._first.join(timeout)
-            return
-        waited = 0.0
+        waited = 0.0  # (not forked yet: alive while the first worker is, which will fork it)
         while self.is_alive() and (timeout is None or waited < timeout):
             time.sleep(0.01)
             waited += 0.01
