@@ -220,14 +220,13 @@ class AttentionCost:
             def layer_sum(table: ContextTable) -> float:  # sequential, as np.cumsum
                 return float(np.add.accumulate(table(contexts))[-1])
 
-        else:  # a list: in plain Python
-            top = max(contexts, default=0)
+        else:  # a list: in plain Python, decode_rows' one row
+            rows = self.decode_rows(contexts, 1, mixed)
+            if rows is not None:
+                return rows[0]
 
-            def layer_sum(table: ContextTable) -> float:  # sequential, as np.cumsum
-                values = table.values_upto(top)
-                if values is None:  # (beyond the dense pages)
-                    return reduce(add, table.row(contexts))
-                return _row_sums(values, contexts, 1)[0]
+            def layer_sum(table: ContextTable) -> float:  # beyond the dense pages
+                return reduce(add, table.row(contexts))  # (sequential, as np.cumsum)
 
         return self._decode_total(len(contexts), mixed, layer_sum, 0.0)
 

@@ -41,8 +41,7 @@ class RunPricing:
             )
         launch, linear, moe, elementwise, lm_head, allreduce, serial, hidden = parts
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
-        rows = self.attention.decode_rows(dec_c, 1, bool(pre_q))  # (decode_one's bits)
-        decode = rows[0] if rows is not None else self.attention.decode_one(dec_c, bool(pre_q))
+        decode = self.attention.decode_one(dec_c, bool(pre_q))
         # StepCost.gpu_s, cpu_s and total_s (no drafts, no swap: their 0.0 added likewise)
         gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
         return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0

@@ -184,24 +184,17 @@ def price_rows(engine: Engine, computed: list[int], steps: int, now: float, hori
     are priced in plain Python (CostModel.decode_rows), larger ones in one numpy call
     (CostModel.decode_run): the same bits."""
     cost = engine.cost
-    rows = None
-    if python_rows(steps, len(computed)):
-        rows = cost.decode_rows(computed, steps)
-    if rows is not None:
-        gpu_s, cpu, total_s = rows
-        ends = list(itertools.accumulate(total_s, initial=now))  # sequential sums
-        if total_s and ends[-2] >= horizon:  # (ends rise) cut from the first step starting at it
-            k = bisect.bisect_left(ends, horizon, 0, len(total_s))
-            del gpu_s[k:], total_s[k:], ends[k + 1 :]
-        return gpu_s, [cpu] * len(total_s), total_s, ends
-    first = np.array(computed, dtype=np.int64)
-    gpu, cpu, total = cost.decode_run(first[None, :] + np.arange(steps, dtype=np.int64)[:, None])
-    total_s = total.tolist()
-    ends = list(itertools.accumulate(total_s, initial=now))  # (np.cumsum's sequential sums)
-    if ends[-2] >= horizon:
-        steps = bisect.bisect_left(ends, horizon, 0, steps)
-        del total_s[steps:], ends[steps + 1 :]
-    return gpu[:steps].tolist(), cpu[:steps].tolist(), total_s, ends
+    rows = cost.decode_rows(computed, steps) if python_rows(steps, len(computed)) else None
+    if rows is None:  # one numpy call (its cpu_s is the same every step)
+        first = np.array(computed, dtype=np.int64)[None, :]
+        gpu, cpu, total = cost.decode_run(first + np.arange(steps, dtype=np.int64)[:, None])
+        rows = gpu.tolist(), float(cpu[0]), total.tolist()
+    gpu_s, cpu, total_s = rows
+    ends = list(itertools.accumulate(total_s, initial=now))  # sequential sums, as np.cumsum
+    if total_s and ends[-2] >= horizon:  # (ends rise) cut from the first step starting at it
+        k = bisect.bisect_left(ends, horizon, 0, len(total_s))
+        del gpu_s[k:], total_s[k:], ends[k + 1 :]
+    return gpu_s, [cpu] * len(total_s), total_s, ends
 
 
 def block_calls(computed, held, block_size: int, steps: int, caching: bool):
