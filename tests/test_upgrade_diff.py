@@ -42,12 +42,21 @@ def _efficient(s: dict) -> None:
 def test_the_default_pair_from_the_command_line(tmp_path):
     out = tmp_path / "ud"
     args = [a for a in SMALL if not a.startswith(("upgrade.jobs", "upgrade.loads"))]
+    # the CLI with its progress shown from the start (SHOW_AFTER_S: a study this small may
+    # end within the 2 s after which a log gets its lines)
+    show_at_once = (
+        "import runpy, sim.report.console as c; c.SHOW_AFTER_S = 0.0; "
+        "runpy.run_module('sim', run_name='__main__')"
+    )
     r = sim(
+        "-c",
+        show_at_once,
         "scenario=upgrade_diff",
         *args,
         "upgrade.loads=[0.5,1.0]",
         f"hydra.run.dir={out}",
         cwd=tmp_path,
+        module=None,
     )
     assert r.returncode == 0, r.stderr
     assert "Verdict:" in r.stdout and "Headline: " in r.stdout
