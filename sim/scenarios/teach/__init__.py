@@ -3,6 +3,7 @@ setting apart.
 
     lessons.py       the six lessons (LESSONS): what each varies, explains and shows
     measures.py      what a lesson reads off a run; verdicts.py each lesson's sentence and table
+    costs.py         what a lesson's change costs: the figures its second run made worse
     run.py           run_lesson -> LessonRuns: both variants, traced
     report.py        report.md / .html, timeline.png / .svg, trace.json, summary.json
     scenario.py      the Scenario the runner calls

@@ -29,6 +29,7 @@ from sim.run.setup import Setup
 from sim.run.summary import RunResult
 from sim.scenarios.long_context.runs import with_long_request
 from sim.scenarios.teach import verdicts
+from sim.scenarios.teach.costs import Verdict
 from sim.workload.generate import Workload, generate
 
 
@@ -43,7 +44,7 @@ class Lesson:
     title: str
     how: str  # the mechanism, for someone who has never seen a serving engine's scheduler
     variants: tuple[Variant, Variant]
-    verdict: Callable[[list[RunResult]], tuple[str, list[tuple]]]  # sentence, figure rows
+    verdict: Callable[[list[RunResult]], Verdict]  # its sentence (gain, then price), its table
     look: str  # what to look at in the timeline
     workload: Callable[[SimConfig], Workload] | None = None
     try_next: tuple[str, ...] = ()
@@ -98,7 +99,9 @@ LESSONS: dict[str, Lesson] = {
             "answer is done, and only then starts the next: a request that finishes early "
             "keeps its slot, and new requests wait outside. With continuous (iteration-level) "
             "batching, as in vLLM, SGLang and TensorRT-LLM, the batch is rebuilt every step: "
-            "a finished request leaves at once and a waiting one takes its place."
+            "a finished request leaves at once and a waiting one takes its place. The price: a "
+            "newcomer's prompt is computed in a step beside the running requests' decodes, and "
+            "they wait for it between two of their tokens."
         ),
         variants=(
             Variant("static batching", lambda c: replace(c, engine="static")),
@@ -121,7 +124,9 @@ LESSONS: dict[str, Lesson] = {
             "once: costly). Up to max_num_batched_tokens tokens go into one step. A prompt "
             "larger than that is cut into chunks over several steps. With a budget large "
             "enough for a whole long prompt, that one step is long, and every request that is "
-            "decoding waits for it between two of its tokens."
+            "decoding waits for it between two of its tokens. Chunks have a price too: every "
+            "step that carries one is slower than a step of decodes alone, and the long prompt "
+            "needs several steps before its first token."
         ),
         variants=(
             Variant(
@@ -146,7 +151,8 @@ LESSONS: dict[str, Lesson] = {
             "its answer takes a new block every 16 tokens. When no block is free for a running "
             "request's next token, vLLM preempts the newest running request: its blocks are "
             "freed, it goes back to the front of the queue, and when it is admitted again its "
-            "whole sequence so far is computed again (recompute)."
+            "whole sequence so far is computed again (recompute). With room for everyone, "
+            "nobody is preempted, but the batch is larger and each of its steps a little slower."
         ),
         variants=(
             Variant(
@@ -187,7 +193,9 @@ LESSONS: dict[str, Lesson] = {
             "much of the step's token budget as it needs, then waiting ones in arrival order. A "
             "long prompt that arrived first takes the whole budget, step after step, until it "
             "is done, and the short requests behind it wait. long_prefill_token_threshold caps "
-            "how many tokens one request may take in a step, leaving room for the others."
+            "how many tokens one request may take in a step, leaving room for the others; the "
+            "long prompt then takes more steps, and the requests decoding beside it wait for "
+            "every one of them."
         ),
         variants=(
             Variant("first come, first served", lambda c: c),

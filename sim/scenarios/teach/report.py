@@ -8,6 +8,7 @@ from sim.report.figures import md_table
 from sim.report.html import write_report
 from sim.report.timeline import plot_timeline, trace_events, write_trace
 from sim.run.outputs import write_json
+from sim.scenarios.teach.costs import WORSE_BY
 from sim.scenarios.teach.run import LessonRuns
 
 
@@ -42,6 +43,9 @@ The same requests ({workload}) on {r0.setup.model.name}, one
 {" / ".join(f"**{label}**" for label in labels)}. Every number below is read from the two runs.
 
 {md_table(rows, ("", *labels))}
+
+The price named above: every figure of this table at least {WORSE_BY:.0%} worse with
+{labels[1]} than with {labels[0]}.
 
 ## The timeline
 

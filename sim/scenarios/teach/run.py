@@ -11,6 +11,7 @@ from sim.errors import UserError
 from sim.run.phases import phase_totals
 from sim.run.simulate import simulate
 from sim.run.summary import RunResult
+from sim.scenarios.teach.costs import WORSE_BY, Cost
 from sim.scenarios.teach.lessons import LESSONS, Lesson
 
 
@@ -23,6 +24,7 @@ class LessonRuns:
     definition: Lesson
     results: tuple[RunResult, ...]  # one per variant, in the lesson's order
     rows: tuple[tuple, ...]  # (figure, value per variant)
+    costs: tuple[Cost, ...]  # the figures the second variant made worse (teach/costs.py)
     simulation_wall_time_s: float
     wall_time_s: float
 
@@ -40,6 +42,8 @@ class LessonRuns:
                 name: dict(zip(labels, map(str, values), strict=True))
                 for name, *values in self.rows
             },
+            "costs": [c.record for c in self.costs],
+            "costs_worse_by": WORSE_BY,
             "variants": [
                 variant_summary(lb, r) for lb, r in zip(labels, self.results, strict=True)
             ],
@@ -80,6 +84,6 @@ def run_lesson(cfg: SimConfig, progress=None) -> LessonRuns:
         results.append(simulate(c, workload=workload))
         if progress:
             progress(k + 1, len(lesson.variants))
-    sentence, rows = lesson.verdict(results)
+    v = lesson.verdict(results)
     wall_s = time.perf_counter() - started
-    return LessonRuns(name, sentence, lesson, tuple(results), tuple(rows), wall_s, wall_s)
+    return LessonRuns(name, v.sentence, lesson, tuple(results), v.rows, v.costs, wall_s, wall_s)
