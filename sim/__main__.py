@@ -111,6 +111,7 @@ def main() -> None:
                 raise
             fail(str(exc))
         _say_models(configs)
+        _say_engines(configs)
         if multirun:
             _choose_launcher(overrides, configs)
             _compose_points_from_templates()
@@ -160,6 +161,7 @@ def _check_as_composed(task_overrides: list[str], check) -> Callable[[], None]:
                 raise
             fail(str(exc))
         _say_models([sim_cfg])
+        _say_engines([sim_cfg])
         return cfg
 
     _skip_get_mode()
@@ -257,6 +259,26 @@ def _say_models(configs) -> None:
             print(
                 f"sim: model={name} is the catalogue's {entry} (same architecture)", file=sys.stderr
             )
+
+
+def _say_engines(configs) -> None:
+    """Which release's rules stand in for a named release without a rule set of its own (the
+    upgrade study's two versions, else the run's engine), once each; a spec the task does not
+    use is left to the task."""
+    from sim.engines.resolve import stand_in  # start-up time: --help, --version and --list
+    # answer without the engines' rules (a run has imported them by now, to check its config)
+
+    specs = set()
+    for cfg in configs:
+        upgrade = cfg.task == "upgrade_diff"
+        specs |= {cfg.upgrade.before, cfg.upgrade.after} if upgrade else {cfg.engine}
+    for spec in sorted(str(s) for s in specs if s is not None):
+        try:
+            note = stand_in(spec)
+        except UserError:
+            continue
+        if note:
+            print(f"sim: {note}", file=sys.stderr)
 
 
 def _choose_launcher(overrides: list[str], configs) -> None:

@@ -110,9 +110,13 @@ GOLDEN = [
     ("vllm@0.8.5", "h100-sxm", "server", "llama-3.1-8b", {"preemption_mode": "swap"}, {
         "scheduler": "vllm_v0", "preemption_mode": "swap", "max_num_seqs": 256,
     }),
-    # ... and for an FP8 KV cache before 0.8.5, which V0 runs on xFormers
-    ("vllm@0.8.4", "h100-sxm", "server", "llama-3.1-8b", {"kv_cache_dtype": "fp8"}, {
+    # ... and for an FP8 KV cache in 0.8.0-0.8.1, which V0 runs on xFormers; from 0.8.2 V1
+    # takes it with FlashAttention 3 on Hopper (tests/test_engine_releases.py, other GPUs)
+    ("vllm@0.8.1", "h100-sxm", "server", "llama-3.1-8b", {"kv_cache_dtype": "fp8"}, {
         "scheduler": "vllm_v0", "attention_backend": "XFORMERS", "kv_cache_dtype": "fp8",
+    }),
+    ("vllm@0.8.4", "h100-sxm", "server", "llama-3.1-8b", {"kv_cache_dtype": "fp8"}, {
+        "scheduler": "vllm_v1", "attention_backend": "FLASH_ATTN_FA3", "kv_cache_dtype": "fp8",
     }),
     ("vllm@0.8.5", "h100-sxm", "server", "llama-3.1-8b", {"kv_cache_dtype": "fp8"}, {
         "scheduler": "vllm_v1", "attention_backend": "FLASH_ATTN_FA3",
@@ -199,8 +203,8 @@ def test_every_release_resolves_on_every_gpu_kind():
 
 
 def test_between_releases_takes_the_earlier_rules_and_says_so():
-    name, version, rule_set = parse_engine_spec("vllm@0.9.1.post2")
-    assert (name, version, rule_set) == ("vllm", "0.9.1.post2", "0.9.1")
+    name, version, rule_set = parse_engine_spec("vllm@0.9.0.1")
+    assert (name, version, rule_set) == ("vllm", "0.9.0.1", "0.9.0")
     s = resolve("vllm@0.13.0", load_hardware("h100-sxm"), load_model("llama-3.1-8b"), 1)
     assert s.rule_set == "0.12.0"
     assert "vllm 0.13.0 (rules of 0.12.0)" in s.rules["cudagraph_mode"]
@@ -210,7 +214,8 @@ def test_between_releases_takes_the_earlier_rules_and_says_so():
     ("spec", "message"),
     [
         ("vllm@0.3.3", "outside the known range 0.4.0 .. 0.33.0"),
-        ("vllm@0.34.0", "outside the known range"),
+        ("vllm@0.34.0", "outside the known range 0.4.0 .. 0.33.0: it is published, but no rules"),
+        ("vllm@0.33.1", "vllm 0.33.1 is not a release vllm has published"),
         ("sglang@0.2.0", "outside the known range 0.3.0 .. 0.5.23"),
         ("tgi@2.0", "unknown engine 'tgi'"),
     ],

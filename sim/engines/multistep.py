@@ -4,7 +4,7 @@ they refuse with it.
 PR #7000 added it (0.5.5); PR #22138 removed it with the rest of V0's multi-step code (0.10.1).
 Before 0.6.2 engine/arg_utils.py create_engine_config refuses chunked prefill with it (issue
 #8274, on 0.6.0); PR #8378 (0.6.2) runs prefills through the chunked-prefill path. From 0.8
-to 0.10.0 asking for it falls back to the V0 engine (sim/engines/vllm.py v0_fallback).
+to 0.10.0 asking for it falls back to the V0 engine (sim/engines/v1_oracle.py v0_fallback).
 """
 
 from __future__ import annotations

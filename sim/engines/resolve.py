@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from sim.engines import features, multistep, sglang, speculative, teaching, trtllm, vllm
+from sim.engines.published import known_release
 from sim.engines.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
@@ -124,9 +125,11 @@ SPECIAL = {
 
 
 def parse_engine_spec(spec: str) -> tuple[str, str, str]:
-    """`vllm@0.9.2` -> ("vllm", "0.9.2", rule set "0.9.2"); `vllm@0.9.1` -> rule set "0.9.0";
-    a bare name means its newest release."""
-    name, _, version = spec.partition("@")
+    """`vllm@0.9.2` -> ("vllm", "0.9.2", rule set "0.9.2"); `vllm@0.9.0.1` -> rule set "0.9.0";
+    a bare name means its newest rule set. Only releases the catalogue knows are taken: the
+    published ones in the range of its rule sets (sim/engines/published.py), spelt as
+    published (`trtllm@1.0` -> "1.0.0")."""
+    name, _, version = str(spec).partition("@")
     name = name.strip().lower()
     if name not in ENGINES:
         raise UserError(
@@ -134,16 +137,20 @@ def parse_engine_spec(spec: str) -> tuple[str, str, str]:
             f"{', '.join(ENGINES)} (as name@version, e.g. vllm@0.8.5)"
         )
     releases = ENGINES[name].releases(name)
-    version = version.strip() or releases[-1]
-    v = version_tuple(version)
-    newest_line = (*version_tuple(releases[-1])[:2], 10**6)  # any patch of the newest line
-    if not version_tuple(releases[0]) <= v <= newest_line:
-        raise UserError(
-            f"engine={spec!r}: {name} {version} is outside the known range "
-            f"{releases[0]} .. {releases[-1]}"
-        )
-    rule_set = max((r for r in releases if version_tuple(r) <= v), key=version_tuple)
+    version, rule_set = known_release(spec, name, version.strip() or releases[-1], releases)
     return name, version, rule_set
+
+
+def stand_in(spec: str) -> str | None:
+    """What a run of `spec` says when the release has no rule set of its own: whose rules
+    stand in for it (None when it has its own, or is a bare name)."""
+    name, version, rule_set = parse_engine_spec(spec)
+    if rule_set == version:
+        return None
+    return (
+        f"{name}@{version} runs with the rules of {name} {rule_set}, the nearest earlier "
+        "release the catalogue has rules for"
+    )
 
 
 def resolve(
@@ -177,11 +184,6 @@ def resolve(
             *features.OFFLOAD_KNOBS,
             *features.TRANSFER_KNOBS,
         )
-    if rule_set != version:
-        for knob in rules:
-            rules[knob] = rules[knob].replace(
-                f"{name} {rule_set}", f"{name} {version} (rules of {rule_set})", 1
-            )
     by_name = {names.get(k, k): k for k in SETTING_NAMES} | {k: k for k in SETTING_NAMES}
     for key, value in overrides.items():
         if key in SPECIAL:
@@ -198,6 +200,11 @@ def resolve(
             )
     speculative.complete(values, rules, overrides)
     _derive(name, rule_set, values, rules, overrides, hardware, model, tp)
+    if rule_set != version:
+        for knob in rules:
+            rules[knob] = rules[knob].replace(
+                f"{name} {rule_set}", f"{name} {version} (rules of {rule_set})", 1
+            )
     settings = EngineSettings(
         engine=name,
         version=version,

@@ -4,7 +4,8 @@ Read from the NVIDIA/TensorRT-LLM sources (tensorrt_llm/llmapi/llm_args.py, buil
 BuildConfig, _torch/pyexecutor/_util.py, cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp
 and microBatchScheduler.cpp) in 1.x snapshots that carry no release tag, and the versioned
 docs of 1.4.0rc4; the defaults below were the same in every 1.x snapshot read, so 1.0 and 1.4
-share one rule set.
+share one rule set. The releases (release candidates among them) a run may name are those
+sim/engines/published.py lists.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Facts from ../shared/reference/engine-defaults.md, checked against the released sources
 (`vllm/engine/arg_utils.py`, `vllm/config.py`, `vllm/platforms/cuda.py`, the attention
-selector); each rule's text names its source. A release between two listed ones takes the
-rules of the nearest earlier one.
+selector); each rule's text names its source. A published release between two listed ones
+(sim/engines/published.py) takes the rules of the nearest earlier one. Whether a 0.8-0.10
+release runs V1 or falls back to V0 is sim/engines/v1_oracle.py's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from sim.engines.multistep import steps_asked
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
+from sim.engines.v1_oracle import V1_FROM, v0_cannot_serve, v0_fallback
 from sim.engines.versions import version_tuple
+from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
 
@@ -28,6 +31,7 @@ RELEASES = (
     "0.7.0",
     "0.7.3",
     "0.8.0",
+    "0.8.2",  # V1 takes an FP8 KV cache with FlashAttention 3 on Hopper (v1_oracle.py)
     "0.8.4",
     "0.8.5",
     "0.9.0",
@@ -59,8 +63,6 @@ ARCHITECTURE_FROM = {
     "DeepseekV32ForCausalLM": "0.11.0",
     "KimiLinearForCausalLM": "0.11.1",
 }
-V1_FROM = (0, 8, 0)
-V0_LAST = (0, 11, 0)  # 0.11.0 removed the V0 engine
 
 APPLICABLE_V0 = (
     "max_num_seqs",
@@ -125,6 +127,7 @@ NAMES = {  # knob -> vLLM's argument name, where they differ
 }
 SRC_AU = "engine/arg_utils.py"
 SRC_CFG = "config.py"
+SRC_ORACLE = "arg_utils _is_v1_supported_oracle; sim/engines/v1_oracle.py"
 
 
 def releases(engine: str) -> tuple[str, ...]:
@@ -146,29 +149,6 @@ def unsupported_model(version: str, model: ModelSpec) -> str | None:
     return None
 
 
-def v0_fallback(release: str, hw: Hardware, overrides: dict) -> str | None:
-    """Why a 0.8-0.10 release falls back from V1 to the V0 engine, if it does
-    (engine/arg_utils.py _is_v1_supported_oracle of 0.8.5)."""
-    v = version_tuple(release)
-    if not V1_FROM <= v < V0_LAST:
-        return None
-    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 9
-    kv = str(overrides.get("kv_cache_dtype") or "auto")
-    for arg in ("preemption_mode", "num_scheduler_steps"):
-        if overrides.get(arg) not in (None, "recompute", 1, "1"):
-            return f"--{arg.replace('_', '-')} is V0-only"
-    if str(overrides.get("disable_async_output_proc")).lower() == "true":
-        return "--disable-async-output-proc is V0-only"
-    policy = overrides.get("scheduling_policy", overrides.get("policy"))
-    if policy == "priority" and v < (0, 9, 2):
-        return "--scheduling-policy priority is V0-only before 0.9.2"
-    if major < 8:
-        return f"compute capability {hw.compute_capability} < 8.0"
-    if kv != "auto" and (v < (0, 8, 5) or major != 9):
-        return f"kv_cache_dtype={kv} (V1 takes FP8 KV only with FlashAttention 3 on Hopper)"
-    return None
-
-
 def defaults(
     engine: str,
     release: str,
@@ -187,12 +167,15 @@ def defaults(
     def put(knob, value, rule):
         values[knob], rules[knob] = value, rule
 
-    fallback = v0_fallback(release, hw, overrides or {})
+    fallback = v0_fallback(release, hw, model, overrides or {})
+    refusal = fallback and v0_cannot_serve(release, model, fallback)
+    if refusal:
+        raise UserError(refusal)
     v1 = v >= V1_FROM and fallback is None
     if v1:
         why = "V1 engine (VLLM_USE_V1 defaults to 1 from 0.8.0; V1 only from 0.11.0)"
     elif fallback:
-        why = f"falls back to the V0 engine: {fallback} (arg_utils _is_v1_supported_oracle)"
+        why = f"falls back to the V0 engine: {fallback} ({SRC_ORACLE})"
     else:
         why = "V0 engine (V1 opt-in from 0.6.5 with VLLM_USE_V1=1)"
     put("scheduler", "vllm_v1" if v1 else "vllm_v0", f"{at}: {why}")

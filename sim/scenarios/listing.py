@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from sim.cost.prior import PROFILE_DIR
+from sim.engines.published import known_releases
 from sim.engines.resolve import ENGINES
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
@@ -130,16 +131,17 @@ def _engines() -> tuple[str, list[str]]:
             rows.append((name, "for teaching: one version, no releases"))
             continue
         newest = ".".join(str(n) for n in version_tuple(releases[-1])[:2])
+        known = len(known_releases(name, releases))
         rows.append(
             (
                 name,
-                f"{releases[0]} .. {newest}.x ({len(releases)} rule sets; a bare name is "
-                f"{releases[-1]})",
+                f"{releases[0]} .. {newest}.x ({known} known releases, {len(releases)} rule "
+                f"sets; a bare name is {releases[-1]})",
             )
         )
     title = (
-        "Engines (engine=NAME@VERSION; a version between two rule sets takes the earlier "
-        "one's rules):"
+        "Engines (engine=NAME@VERSION, a published release (sim/engines/published.py); one "
+        "without rules of its own takes the nearest earlier rule set's, and the run says so):"
     )
     return title, _table(rows)
 
