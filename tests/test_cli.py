@@ -68,6 +68,8 @@ def test_run_writes_everything_into_the_run_dir(tmp_path):
         (["hardware=h900"], "hardware='h900' is not in the catalogue"),
         (["model=llama-3.1-70b"], "raise parallel.tp"),
         (["engine=vllm@0.0.1"], "vllm 0.0.1 is outside the known range 0.4.0 .. 0.33.0"),
+        (["engine=vllm@0.8.45"], "the nearest known: 0.8.5.post1 and 0.9.0"),
+        (["hardware=H100-PCIe"], "(did you mean h100-sxm?)"),
         (["engine_args.max_num_seqs=0"], "max_num_seqs=0: must be >= 1"),
         (["engine_args.not_an_arg=3"], "unknown key engine_args.not_an_arg"),
         (["parallel.tp=3"], "must divide"),

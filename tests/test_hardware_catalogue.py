@@ -7,6 +7,7 @@ import pytest
 
 from sim.cli import check_overrides
 from sim.engines.resolve import resolve
+from sim.errors import UserError
 from sim.paths import HARDWARE_DIR
 from sim.run.simulate import simulate
 from sim.specs.hardware import hardware_names, load_hardware
@@ -93,3 +94,35 @@ def test_b300_servers_have_their_800g_link():
     """HGX/DGX B300 pairs each GPU with a ConnectX-8 (800 Gb/s): KV between B300 pools."""
     b300 = load_hardware("b300")
     assert load_link("infiniband-xdr", b300, b300).bytes_per_s == 1.0e11
+
+
+@pytest.mark.parametrize("typed", ["H100-SXM", "h100-SXM", " H200 ", "MI300X"])
+def test_catalogue_names_are_taken_in_any_case(typed):
+    """Issue 41, item 12: `hardware=H100-SXM` was not matched."""
+    assert load_hardware(typed).name == typed.strip().lower()
+    (cfg,) = check_overrides([f"hardware={typed.strip()}", *TINY])
+    assert simulate(cfg).summary["config"]["hardware"] == typed.strip()
+
+
+def test_a_gpu_the_catalogue_lacks_gets_its_siblings_and_the_way_to_add_it():
+    """Issue 41, item 12: `hardware=h100-pcie` got no suggestion. The catalogue has no PCIe
+    H100: the error offers the SXM one and names the file and recipe that would add it."""
+    with pytest.raises(UserError) as err:
+        load_hardware("h100-pcie")
+    message = str(err.value)
+    assert message.startswith(
+        "hardware='h100-pcie' is not in the catalogue (did you mean h100-sxm?)"
+    )
+    assert message.endswith(
+        "to add this GPU, write hardware/h100-pcie.yaml from its datasheet (docs/architecture.md, "
+        "recipe 'A new GPU')"
+    )
+    with pytest.raises(UserError, match=r"\(did you mean a100-40gb or a100-80gb\?\)"):
+        load_hardware("A100-PCIe")
+
+
+def test_links_are_taken_in_any_case_and_a_near_miss_is_named():
+    h100 = load_hardware("h100-sxm")
+    assert load_link("InfiniBand", h100, h100).name == "infiniband"
+    with pytest.raises(UserError, match=r"disagg.link='infinband' .*\(did you mean infiniband\?\)"):
+        load_link("infinband", h100, h100)

@@ -1,4 +1,5 @@
-"""The GPU catalogue: one YAML file per GPU under hardware/, selected by name (`hardware=h200`)."""
+"""The GPU catalogue: one YAML file per GPU under hardware/, selected by name (`hardware=h200`,
+in any case: `hardware=H200`)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
     path = Path(name_or_path)
     by_name = path.suffix not in (".yaml", ".yml")
     if by_name:
-        path = root / f"{name_or_path}.yaml"
+        path = root / f"{_spelling(name_or_path, root)}.yaml"
     if path.name == LINKS_FILE and path.resolve().parent == root.resolve():
         raise UserError(
             f"hardware={name_or_path!r}: hardware/{LINKS_FILE} holds the links between GPU "
@@ -105,11 +106,25 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
         raise UserError(
             f"hardware={name_or_path!r} is not in the catalogue"
             f"{did_you_mean(name_or_path, names)}; choose one of: {', '.join(names)} (or a "
-            "path to a .yaml file)"
+            f"path to a .yaml file); to add this GPU, write hardware/{_file_stem(name_or_path)}"
+            ".yaml from its datasheet (docs/architecture.md, recipe 'A new GPU')"
         )
     if not _is_file(path):
         raise UserError(f"hardware file {path} does not exist")
     return parsed(path, _read)
+
+
+def _spelling(name: str, root: Path) -> str:
+    """The catalogue's name for `name`, whatever its case (`H100-SXM` -> `h100-sxm`); the
+    name itself when the catalogue has none such."""
+    typed = str(name).strip()
+    by_lower = {n.lower(): n for n in hardware_names(root)}
+    return by_lower.get(typed.lower(), typed)
+
+
+def _file_stem(name: str) -> str:
+    """A file name for a GPU not in the catalogue: lower case, words joined by dashes."""
+    return "-".join(str(name).strip().lower().split()) or "NAME"
 
 
 def _read(path: Path) -> Hardware:

@@ -1,6 +1,6 @@
 """The links between GPUs of different replicas: hardware/links.yaml (NVLink, InfiniBand,
 Ethernet), a rate per GPU and direction and a fixed cost per transfer, selected by name
-(`disagg.link=infiniband`). sim/kv/transfer.py prices a KV transfer over one."""
+(`disagg.link=infiniband`, in any case). sim/kv/transfer.py prices a KV transfer over one."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from sim.errors import UserError, shown
 from sim.paths import HARDWARE_DIR
 from sim.specs.cached import parsed
 from sim.specs.hardware import LINKS_FILE, Hardware
+from sim.specs.names import did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +66,13 @@ def load_link(
     """The catalogue's link `name` between the two pools' GPUs, with the rate or latency
     replaced where given. nvlink takes the GPUs' own peer link (both pools in one domain)."""
     links = _catalogue(root)
+    by_lower = {str(k).lower(): k for k in links}  # names in any case: InfiniBand
+    typed, name = name, by_lower.get(str(name).strip().lower(), name)
     if name not in links:
         raise UserError(
-            f"disagg.link={name!r} is not in hardware/{LINKS_FILE}; choose one of: "
-            f"{', '.join(sorted(links))} (or set disagg.link_bytes_per_s)"
+            f"disagg.link={typed!r} is not in hardware/{LINKS_FILE}"
+            f"{did_you_mean(typed, sorted(links))}; choose one of: {', '.join(sorted(links))} "
+            "(or set disagg.link_bytes_per_s)"
         )
     entry = links[name]
     rate = entry.get("bytes_per_s")

@@ -27,7 +27,9 @@ def did_you_mean(name: str, choices: Sequence[str]) -> str:
     """' (did you mean X?)' with the closest of `choices`, or '' when none is close. The
     choices the name begins (`h100` -> `h100-sxm`, `a100` -> both A100s) or that begin the name
     (`h200-sxm` -> `h200`) come first; else difflib's closest spellings, those about as close
-    as the closest (`llama3-8b` -> `llama-3.1-8b` alone, not every Llama)."""
+    as the closest (`llama3-8b` -> `llama-3.1-8b` alone, not every Llama); else the other
+    variants of the part the name starts with, when that word is a part number (`h100-pcie` ->
+    `h100-sxm`; `gpt-5` gets nothing). Case is ignored throughout."""
     typed = str(name).strip().lower()
     by_lower = {str(c).lower(): str(c) for c in choices}
     prefixed = [
@@ -36,6 +38,10 @@ def did_you_mean(name: str, choices: Sequence[str]) -> str:
         if len(typed) >= 2 and (c.startswith(typed) or typed.startswith(c + "-"))
     ]
     close = _closest(typed, prefixed or list(by_lower), cutoff=0.0 if prefixed else CUTOFF)
+    if not close:  # another variant of the same part: h100-pcie -> h100-sxm
+        part = re.split(r"[-_\s]+", typed)[0]
+        family = [c for c in by_lower if re.split(r"[-_\s]+", c)[0] == part]
+        close = _closest(typed, family, cutoff=0.0) if re.search(r"\d", part) else []
     if not close:
         return ""
     return f" (did you mean {' or '.join(by_lower[c] for c in close)}?)"
