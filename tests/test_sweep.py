@@ -254,7 +254,7 @@ def test_sweep_report_files(tmp_path):
 def test_pareto_front():
     import numpy as np
 
-    from sim.scenarios.sweep.report import pareto_mask
+    from sim.scenarios.sweep.plots import pareto_mask
 
     x = np.array([1.0, 2.0, 3.0, 2.0, 3.0])
     y = np.array([5.0, 3.0, 1.0, 4.0, 3.0])

@@ -8,6 +8,7 @@ import pandas as pd
 
 from sim.report.figures import plain_ticks, plt, save_png
 from sim.report.html import write_report
+from sim.report.placement import place_labels
 from sim.run.outputs import atomic_write, write_json
 from sim.scenarios.capacity.result import CapacityResult, Probe, ReplicaAnswer
 
@@ -51,12 +52,10 @@ def plot_probes(r: CapacityResult, path: Path) -> str:
     colour = {"meets": "C2", "fails": "C3", "unclear": "C1", "overloaded": "C7"}
     probes = probes[probes["seeds"] > 0]  # overloaded rates were not simulated
     ax = axes[0]
+    clipped = probes["margin_half_width"].clip(upper=10)
     for v, part in probes.groupby("verdict"):
-        ax.errorbar(part[x], part["margin"], yerr=part["margin_half_width"].clip(upper=10),
+        ax.errorbar(part[x], part["margin"], yerr=clipped[part.index],
                     fmt="o", color=colour[v], label=v, capsize=3)  # fmt: skip
-    for k, row in probes.iterrows():  # numbered as in the report's table
-        ax.annotate(str(k + 1), (row[x], row["margin"]), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")  # fmt: skip
     ax.axhline(1.0, color="grey", ls="--", lw=1)
     if x == "rate":
         ax.axvline(r.answer.saturated_rate, color="C7", ls=":", lw=1, label="saturated")
@@ -65,7 +64,7 @@ def plot_probes(r: CapacityResult, path: Path) -> str:
     ax.set_yscale("log")
     plain_ticks(ax)
     ax.set_title("probes in order (numbers); bars: interval", fontsize=9)
-    ax.legend(fontsize=7)
+    legend = ax.legend(fontsize=7)
     for ax, m in zip(axes[1:], ("ttft", "tpot"), strict=True):
         part = probes.sort_values(x)
         ax.plot(part[x], part[f"p99_{m}_ms"], marker="o")
@@ -82,6 +81,12 @@ def plot_probes(r: CapacityResult, path: Path) -> str:
     axes[0].grid(alpha=0.3, which="both")
     fig.suptitle("Capacity search: each probe's margin (worse p99 over its SLO) and p99s")
     fig.tight_layout()
+    # numbered as in the report's table, clear of each other, the error bars and the legend
+    bars = [(r[x], r["margin"] - h, r[x], r["margin"] + h)
+            for (_, r), h in zip(probes.iterrows(), clipped, strict=True)]  # fmt: skip
+    place_labels(axes[0], probes[x].tolist(), probes["margin"].tolist(),
+                 [str(k + 1) for k in probes.index], fontsize=7, avoid=bars,
+                 clear_of=[legend])  # fmt: skip
     return save_png(fig, path)
 
 

@@ -2,7 +2,9 @@
 callback once its last run has ended.
 
     table.py         sweep.parquet / .csv from the run dirs, progress lines, resume marks
-    report.py        report.md: trade-off tables, Pareto and goodput plots, a recommendation
+    report.py        report.md: trade-off tables, a recommendation, the engine's defaults
+    plots.py         pareto.png and goodput.png, their labels and legends placed to fit
+    defaults.py      what every run sets against the engine's own values, and why
     load.py          what a sweep of the load alone shows (SLO limit, latency knee, overload)
     callback.py      SweepTable, the Hydra callback that writes both when the sweep ends
     compose.py       each point's config, a copy of one composition per choice of groups

@@ -11,6 +11,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from sim.run.outputs import atomic_write
+from sim.scenarios.sweep.defaults import engine_defaults
 from sim.scenarios.sweep.table import PROGRESS, engine_default_label, sweep_size, write_sweep_table
 
 
@@ -39,7 +40,11 @@ class SweepTable(Callback):
         missing = frame.attrs["unfinished"]
         note = f"; unfinished: {', '.join(missing)}" if missing else ""
         print(f"sweep: {len(frame)} runs in {sweep_dir}/sweep.parquet and sweep.csv{note}")
-        report = write_sweep_report(sweep_dir, frame, engine_default_label(config, frame))
+        default = engine_default_label(config, frame)
+        engine = engine_defaults(config, frame, default)
+        report = write_sweep_report(sweep_dir, frame, default, engine)
         if rec := report.get("recommendation"):
             print(f"sweep: {rec['sentence']}")
+        for sentence in engine.sentences() if engine else []:
+            print(f"sweep: {sentence}")
         print(f"sweep: report in {sweep_dir}/report.md")

@@ -8,9 +8,12 @@ is the same however many processes or machines ran the points. The swept columns
   (slo.*), goodput as `vllm bench serve --goodput` counts it;
 - pareto.png: p99 TTFT against p99 TPOT per load, the settings no other beats on both joined;
 - goodput.png: goodput (or throughput) against the first setting, per load; when the prefix
-  cache's hit rate differs between runs, hit_rate.png and ttft.png the same way;
+  cache's hit rate differs between runs, hit_rate.png and ttft.png the same way (the figures:
+  sim/scenarios/sweep/plots.py);
 - a recommendation in one sentence: the settings with the most goodput over the loads swept,
-  and why, against the engine's default when the sweep has it (else the runner-up); a sweep
+  and why, against the engine's default when the sweep has it (else the runner-up), then what
+  that default is and what every run sets besides the swept settings, and why
+  (sim/scenarios/sweep/defaults.py); a sweep
   of the load alone says what it shows instead (sim/scenarios/sweep/load.py) above one table
   with a row per load;
 - for a sweep of scenario=capacity: capacity and cost per million output tokens per setting.
@@ -25,28 +28,15 @@ import numpy as np
 import pandas as pd
 
 from sim.report.figures import md_table as _md
-from sim.report.figures import plain_formatter, plain_ticks, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json
+from sim.scenarios.sweep.defaults import EngineDefaults
 from sim.scenarios.sweep.load import load_findings
+from sim.scenarios.sweep.plots import plot_goodput, plot_pareto, settings_key
 from sim.scenarios.sweep.table import fmt_value, label, split_columns
 
-UNITS = {"prefix_cache_hit_rate": "", "mean_ttft_ms": "ms", "output_throughput": "tok/s"}
 LATENCY = ("ttft", "tpot", "itl")
 NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
-
-
-def _settings_key(frame: pd.DataFrame, settings: list[str]) -> pd.Series:
-    return frame.apply(lambda r: label(r, settings), axis=1)
-
-
-def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Points no other point beats on both (lower is better), ties kept."""
-    keep = np.ones(len(x), dtype=bool)
-    for i in range(len(x)):
-        worse = (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
-        keep[i] = not worse.any()
-    return keep
 
 
 TIE = 0.01  # goodputs within 1% of each other are a tie (durations differ by a few steps)
@@ -65,7 +55,7 @@ def rank_settings(frame: pd.DataFrame, load: str | None, settings: list[str]) ->
     p99 TTFT and TPOT, mean headroom; best first. Settings within 1% of the most goodput tie,
     and among them the one with the most headroom (lowest worst p99 / target) leads."""
     metric = "request_goodput" if "request_goodput" in frame else "request_throughput"
-    df = frame.assign(setting=_settings_key(frame, settings), headroom=headroom(frame))
+    df = frame.assign(setting=settings_key(frame, settings), headroom=headroom(frame))
     agg = df.groupby("setting", sort=False).agg(
         score=(metric, "mean"),
         p99_ttft_ms=("p99_ttft_ms", "mean"),
@@ -92,7 +82,7 @@ def recommend(
         return {"setting": best, "load": load, **load_findings(frame, load)}
     if len(ranked) == 1:
         return {"setting": best, "sentence": f"Only one setting was swept: {best}."}
-    df = frame.assign(setting=_settings_key(frame, settings))
+    df = frame.assign(setting=settings_key(frame, settings))
     goodput = "request_goodput" in frame
     metric = "request_goodput" if goodput else "request_throughput"
     what = "goodput" if goodput else "throughput"
@@ -176,109 +166,6 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def plot_pareto(frame: pd.DataFrame, load: str | None, settings: list[str], path: Path) -> str:
-    loads = sorted(frame[load].unique()) if load else [None]
-    cols = 2 if len(loads) == 4 else min(len(loads), 3)
-    rows = math.ceil(len(loads) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    colour_key = settings[0] if settings else None
-    values = sorted(frame[colour_key].dropna().unique()) if colour_key else []
-    cmap = plt.get_cmap("viridis", max(len(values), 2))
-    colour = {v: cmap(i) for i, v in enumerate(values)}
-    markers = "os^Dv<>P*X"
-    others = settings[1:]
-    other_values = sorted(set(_settings_key(frame, others))) if others else [""]
-    marker = {v: markers[i % len(markers)] for i, v in enumerate(other_values)}
-    for ax, value in zip(axes.flat, loads, strict=False):
-        df = frame if load is None else frame[frame[load] == value]
-        df = df.dropna(subset=["p99_ttft_ms", "p99_tpot_ms"])
-        x, y = df["p99_tpot_ms"].to_numpy(float), df["p99_ttft_ms"].to_numpy(float)
-        keep = pareto_mask(x, y)
-        rest = _settings_key(df, others) if others else pd.Series([""] * len(df), index=df.index)
-        for (_, r), m in zip(df.iterrows(), rest, strict=True):
-            c = colour.get(r[colour_key], "C0") if colour_key else "C0"
-            ax.scatter(r["p99_tpot_ms"], r["p99_ttft_ms"], color=c, marker=marker[m], s=40)
-        order = np.argsort(x[keep])
-        ax.plot(x[keep][order], y[keep][order], color="black", lw=1, ls="--", alpha=0.7)
-        names: dict[tuple, list[str]] = {}  # settings with the very same point share a label
-        for xi, yi, (_, r) in zip(x[keep], y[keep], df[keep].iterrows(), strict=True):
-            names.setdefault((xi, yi), []).append("/".join(fmt_value(r[k]) for k in settings))
-        for (xi, yi), same in names.items():
-            ax.annotate(" = ".join(same), (xi, yi), fontsize=7, alpha=0.8, xytext=(3, 3),
-                        textcoords="offset points")  # fmt: skip
-        slo = frame.attrs.get("slo", {})
-        if "ttft" in slo:
-            ax.axhline(slo["ttft"], color="red", lw=0.8, ls=":")
-        if "tpot" in slo:
-            ax.axvline(slo["tpot"], color="red", lw=0.8, ls=":")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        plain_ticks(ax)
-        ax.set_xlabel("p99 TPOT (ms)")
-        ax.set_ylabel("p99 TTFT (ms)")
-        ax.set_title(f"{load} = {fmt_value(value)}" if load else "all runs", fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-    for ax in list(axes.flat)[len(loads) :]:
-        ax.axis("off")
-    handles = [
-        plt.Line2D([], [], color=colour[v], marker="o", ls="", label=f"{colour_key}={v}")
-        for v in values
-    ]
-    handles += [
-        plt.Line2D([], [], color="grey", marker=marker[v], ls="", label=v)
-        for v in other_values
-        if v
-    ]
-    if handles:
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=7)
-    fig.suptitle(
-        "Trade-off: p99 TTFT vs p99 TPOT. Dashed: the settings no other beats on both, labelled "
-        + "/".join(settings)
-        + "; red: SLOs",
-        fontsize=9,
-    )
-    fig.tight_layout(rect=(0, 0.08 if handles else 0, 1, 0.96))
-    return save_png(fig, path)
-
-
-def plot_goodput(
-    frame: pd.DataFrame, load: str | None, settings: list[str], path: Path, metric: str = ""
-) -> str:
-    """A metric (default: goodput, else throughput) against the first setting, per load."""
-    metric = metric or ("request_goodput" if "request_goodput" in frame else "request_throughput")
-    unit = UNITS.get(metric, "req/s")
-    x_key, others = settings[0], settings[1:]
-    loads = sorted(frame[load].unique()) if load else [None]
-    fig, axes = plt.subplots(1, len(loads), figsize=(4.6 * len(loads), 3.8), squeeze=False)
-    for ax, value in zip(axes.flat, loads, strict=True):
-        df = frame if load is None else frame[frame[load] == value]
-        series = _settings_key(df, others) if others else pd.Series([""] * len(df), index=df.index)
-        for k, (name, part) in enumerate(df.groupby(series, sort=True)):
-            part = part.sort_values(x_key)
-            ax.plot(part[x_key], part[metric], marker="o", color=f"C{k}", label=name or None)
-        if _numeric(df[x_key]) and df[x_key].min() > 0 and df[x_key].max() / df[x_key].min() > 8:
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(df[x_key].unique()))
-            ax.xaxis.set_major_formatter(plain_formatter())
-            ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-        ax.set_xlabel(x_key)
-        ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
-        ax.set_title(f"{load} = {fmt_value(value)}" if load else "", fontsize=10)
-        if load and unit == "req/s":
-            ax.axhline(float(value), color="grey", lw=0.8, ls=":")  # offered load
-        ax.grid(alpha=0.3)
-    if others:
-        axes.flat[0].legend(fontsize=7)
-    offered = load and unit == "req/s"
-    fig.suptitle(f"{metric} per setting" + (" (dotted: offered load)" if offered else ""))
-    fig.tight_layout()
-    return save_png(fig, path)
-
-
-def _numeric(s: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(s)
-
-
 def _num(v, digits: int = 1) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -325,10 +212,16 @@ def capacity_table(frame: pd.DataFrame, settings: list[str]) -> str:
     return _md(rows, [*settings, *(h for _, h, _ in cols)])
 
 
-def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None = None) -> dict:
+def write_sweep_report(
+    sweep_dir: Path,
+    frame: pd.DataFrame,
+    default: str | None = None,
+    engine: EngineDefaults | None = None,
+) -> dict:
     """report.md, pareto.png and goodput.png (when the table has the metrics) and
     sweep_summary.json in `sweep_dir`. `default`: the label of the engine's default settings
-    among the swept ones, when known."""
+    among the swept ones, when known; `engine`: what the runs resolved to and what every run
+    sets against the engine's own values (sim/scenarios/sweep/defaults.py)."""
     load, settings = split_columns(frame)
     parts = [f"# Sweep report\n\n{len(frame)} runs (one dir each beside this report)"]
     unfinished = frame.attrs.get("unfinished", [])
@@ -340,6 +233,9 @@ def write_sweep_report(sweep_dir: Path, frame: pd.DataFrame, default: str | None
         + ". Every number comes from the runs' summary.json (the table: sweep.csv)."
     )
     summary: dict = {"runs": len(frame), "load": load, "settings": settings}
+    if engine:
+        parts.append("**The engine's defaults.** " + " ".join(engine.sentences()))
+        summary["engine_defaults"] = engine.record
     plots = []
     if "capacity_rate" in frame and not frame.empty:
         parts.append("## Capacity within the SLOs\n\n" + capacity_table(frame, settings))
