@@ -9,18 +9,29 @@ from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 SHOW_AFTER_S = 2.0  # runs shorter than this never show a bar
+SHOW_LEFT_S = 5.0  # a time left shorter than this is not said: the run is all but done
 
 
 class ProgressBar:
-    """Requests ended out of total, appearing only once the run has taken a few seconds."""
+    """Requests ended out of total, appearing only once the run has taken a few seconds, with
+    the time elapsed and an estimate of the time left. `clock`: monotonic seconds (None:
+    time.monotonic; a test's fake clock, which the bar's estimate reads too)."""
 
-    def __init__(self, enabled: bool, what: str = "requests"):
+    def __init__(self, enabled: bool, what: str = "requests", clock=None):
         self.enabled = enabled
         self.what = what
-        self.started = time.monotonic()
+        self.clock = clock or time.monotonic
+        self.started = self.clock()
         self.progress: Progress | None = None
         self.task = None
         self.calls = 0
@@ -45,7 +56,7 @@ class ProgressBar:
         if not self.enabled:
             return
         if self.progress is None:
-            if time.monotonic() - self.started < SHOW_AFTER_S:
+            if self.clock() - self.started < SHOW_AFTER_S:
                 return
             self.progress = Progress(
                 TextColumn("simulating"),
@@ -57,8 +68,12 @@ class ProgressBar:
                     else self.what
                 ),
                 TimeElapsedColumn(),
+                TextColumn("elapsed,"),
+                TimeRemainingColumn(),  # from the recent rate ("-:--:--" until it is known)
+                TextColumn("left"),
                 console=Console(stderr=True),
                 transient=True,
+                get_time=self.clock,
             )
             self.task = self.progress.add_task("run", total=total, sim_s=sim_s)
             self.progress.start()
@@ -69,11 +84,19 @@ UNKNOWN_TOTAL_EVERY = 10  # runs between two lines when the total is not known a
 
 
 class ProgressLines(ProgressBar):
-    """The same progress as plain lines ("simulated 12/40 runs, 35 s"), one per tenth of the
-    total, for a stderr that is not a terminal (a log file, CI, a pipe): no bar, no escapes."""
+    """The same progress as plain lines ("simulated 12/40 runs, 35 s, about 82 s left"), one
+    per tenth of the total, for a stderr that is not a terminal (a log file, CI, a pipe): no
+    bar, no escapes. The time left is the time so far scaled by what remains (a run whose
+    total is not known ahead says none)."""
 
-    def __init__(self, what: str = "requests", stream: TextIO | None = None, parts: int = 10):
-        super().__init__(enabled=True, what=what)
+    def __init__(
+        self,
+        what: str = "requests",
+        stream: TextIO | None = None,
+        parts: int = 10,
+        clock=None,
+    ):
+        super().__init__(enabled=True, what=what, clock=clock)
         self.stream = stream if stream is not None else sys.stderr
         self.parts = parts
         self.shown = 0  # the count last printed
@@ -84,14 +107,26 @@ class ProgressLines(ProgressBar):
         last = total is not None and ended >= total
         if ended == self.shown or (not last and ended - self.shown < every):
             return
-        elapsed_s = time.monotonic() - self.started
+        elapsed_s = self.clock() - self.started
         if elapsed_s < SHOW_AFTER_S:
             return
         self.shown = ended
         clock = f", sim t={sim_s:.1f} s" if self.what == "requests" else ""
         count = f"{ended:,}" if total is None else f"{ended:,}/{total:,}"
         line = f"simulated {count} {self.what}{clock}, {elapsed_s:.0f} s"
+        if total is not None and 0 < ended < total:
+            line += time_left(elapsed_s * (total - ended) / ended)
         print(line, file=self.stream, flush=True)
+
+
+def time_left(seconds: float) -> str:
+    """The time left as a line ends with it: ", about 40 s left" (minutes from two up);
+    nothing under SHOW_LEFT_S."""
+    if seconds < SHOW_LEFT_S:
+        return ""
+    if seconds < 120:
+        return f", about {seconds:.0f} s left"
+    return f", about {seconds / 60:.0f} min left"
 
 
 def print_summary(s: dict, out_dir: Path) -> None:
