@@ -211,6 +211,11 @@ class LongContextConfig:
     adapt_tp: bool = False  # the scenario file's parallel.tp is a default: where the model's
     # heads refuse it, the study runs at a valid degree and says which (a parallel.tp given on
     # the command line is the user's choice and is never replaced)
+    extend_context_to: int | None = _opt(None, min=1)  # the longest prompt + output accepted
+    # beyond the model's own maximum context (as RoPE scaling with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    # lets an engine serve); None: the model's max_position_embeddings
+    sparse_prefill_density: float | None = _opt(None, gt=0, max=1)  # the sparse prefill remedy's
+    # share of the causal pairs attended; None: from the model's vertical + slash pattern
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,8 +131,9 @@ def test_one_rule_in_the_plan_the_fit_and_the_sentence(engine, bounded):
             f"({per:,} bytes per token at the model's dtype, windowed layers included" in sentence
         )
     assert "(0 with FP8 KV)" not in sentence
-    if not memory.max_context_tokens_fp8_kv:  # 0.8.3: FP8 KV falls back to V0, no room
-        assert memory.why_not_fp8_kv and "none with FP8 KV: its memory plan" in sentence
+    if not memory.max_context_tokens_fp8_kv:  # FP8 KV's real reason: its plan has no room
+        assert memory.why_not_fp8_kv and not memory.kv_pool_bytes_per_gpu_fp8_kv
+        assert "none with FP8 KV: with it the memory plan leaves no room" in sentence
     # the run's pool is the plan the fit was checked against: no enlarged pool
     run_cfg = sim_config(ctx, given)
     assert not run_cfg.engine_args.get("num_gpu_blocks_override")

@@ -12,6 +12,7 @@ attention's indexer and linear attention are priced by the roofline prior (sim/c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import reduce
 from operator import add, itemgetter
 
@@ -70,6 +71,20 @@ class AttentionCost:
         self._decode_info: list | None = None  # see _decode_terms
         self._plans: dict[tuple[int, bool], list] = {}  # see _decode_plan
         self._prefill_plan: list | None = None  # see prefill
+
+    def set_prefill_density(self, density: float) -> None:
+        """Sparse prefill (the long-context remedy, sim/scenarios/long_context/
+        sparse_prefill.py): each full-attention layer's prefill attends to `density` of its
+        causal pairs beyond each query's own (AttentionShape.density, in `shapes`, which the
+        cost model shares); windowed, MLA and linear-attention layers keep theirs, decode is
+        unchanged. The prefill memos start afresh."""
+        for layer, _ in self.layers:
+            if layer.attention is Attention.FULL:
+                key = id(layer)
+                self.shapes[key] = replace(self.shapes[key], density=density)
+        self._prefill.clear()
+        self._prefill_one.clear()
+        self._prefill_plan = None
 
     def prefill(self, pre_q: list[int], pre_c: list[int]) -> float:
         """Seconds of every layer's prefill attention for the step's chunks, launch floors

@@ -27,6 +27,7 @@ from sim.cost.roofline import (
     log2_scalar,
     moe_shape,
     prefill_shape,
+    sparse,
 )
 from sim.cost.surface import Surface
 from sim.specs.hardware import Hardware
@@ -43,6 +44,10 @@ class AttentionShape:
     chunked: bool = False  # chunked-local rather than sliding
     kv_dtype: str = "bf16"
     backend: str = "FLASH_ATTN_FA3"
+    # Sparse prefill (MInference-style vertical + slash patterns): prefill attends to each
+    # query's own key and this share of its other causal keys, reading as much of the cached
+    # KV (roofline.sparse); 1.0: dense. Decode ignores it (the patterns are a prefill's).
+    density: float = 1.0
 
     @property
     def kv_bytes(self) -> float:
@@ -160,6 +165,7 @@ class KernelPricer:
             shape.window,
             shape.chunked,
             shape.kv_bytes,
+            shape.density,
         )
         surface = self._surface("attention_prefill", shape.backend, shape.kv_dtype)
         # The measured prefill tables start from an empty cache, so their shapes lie on the
@@ -188,6 +194,8 @@ class KernelPricer:
         pairs = causal_pairs_scalar(q, c, w, shape.chunked)
         kv_len = c + q
         kv_read = min(kv_len, max(w, 1.0) + q) if w > 0 else kv_len
+        if shape.density != 1.0:  # sparse prefill (prefill_shape's, in plain Python)
+            pairs, kv_read = sparse(pairs, q, shape.density), sparse(kv_read, q, shape.density)
         flops = 4 * heads * head_dim * pairs
         nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * kv_bytes
         if surface is None:

@@ -99,13 +99,24 @@ def log2_scalar(x: float) -> float:
     return math.log2(max(float(x), 1e-30))
 
 
-def prefill_shape(hw, q, c, num_seqs, heads, kv_heads, head_dim, window, chunked, kv_bytes):
-    """Per sequence: (FLOPs, bytes, features) of attention for a prefill chunk."""
+def sparse(total, q, density):
+    """What a sparse prefill keeps of a chunk's `total` (query-key pairs, or keys read) for its
+    q queries: each query's own key, and `density` of the rest."""
+    return q + density * (total - q)
+
+
+def prefill_shape(
+    hw, q, c, num_seqs, heads, kv_heads, head_dim, window, chunked, kv_bytes, density=1.0
+):
+    """Per sequence: (FLOPs, bytes, features) of attention for a prefill chunk; `density` < 1:
+    a sparse prefill (AttentionShape.density), its pairs and KV read as `sparse` keeps them."""
     q = np.asarray(q, dtype=np.float64)
     pairs = causal_pairs(q, c, window, chunked)
     kv_len = np.asarray(c, dtype=np.float64) + q
     w = np.asarray(window, dtype=np.float64)
     kv_read = np.where(w > 0, np.minimum(kv_len, np.maximum(w, 1) + q), kv_len)
+    if np.any(np.asarray(density) != 1.0):  # (dense: the pairs and bytes untouched)
+        pairs, kv_read = sparse(pairs, q, density), sparse(kv_read, q, density)
     flops = 4 * heads * head_dim * pairs
     nbytes = q * 2 * heads * head_dim * ACT_BYTES + kv_read * 2 * kv_heads * head_dim * kv_bytes
     feats = _stack(

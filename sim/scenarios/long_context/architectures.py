@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.scenarios.long_context.arithmetic import (
-    decode_at,
-    kv_read_bytes_per_gpu,
     tp_choices,
     walk_prefill,
     windows_bounded,
 )
+from sim.scenarios.long_context.decode import decode_at, kv_read_bytes_per_gpu
 from sim.scenarios.long_context.runs import Context, chunk_tokens
 
 

@@ -3,8 +3,8 @@
 Memory as the engine's start-up plan sizes it (sim/kv/memory.py) against what one sequence holds on
 each GPU; the prefill walked chunk by chunk through the step cost model the engine itself
 prices steps with (so the walk's total is the TTFT of the request alone, split by component);
-decode at that context, split into weights read and KV read. The engine runs with traffic
-live in sim/scenarios/long_context/runs.py.
+the FLOPs of a prefill. Decode at that context: sim/scenarios/long_context/decode.py; the engine
+runs with traffic: sim/scenarios/long_context/runs.py.
 
 Per GPU, one sequence of n tokens holds, per layer kind:
     full (MHA / GQA)   n x 2 x kv_heads_per_gpu x head_dim x dtype     (KV heads split by TP)
@@ -18,7 +18,7 @@ each over 1/pp of the layers and, with decode context parallelism, 1/cp of the t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from sim.cost.roofline import causal_pairs_scalar
 from sim.cost.step import CostModel
@@ -234,59 +234,6 @@ def walk_prefill(cost: CostModel, num_tokens: int, budget: int) -> Prefill:
         scale = max(land - parts[3], 0.0) / gpu
         parts = [parts[0] * scale, parts[1] * scale, parts[2] * scale, land - gpu * scale]
     return Prefill(num_tokens, budget, chunks, *parts, first, last)
-
-
-@dataclass(frozen=True, slots=True)
-class Decode:
-    """One decode step of the sequence alone at `context` tokens."""
-
-    context: int
-    total_s: float
-    weights_s: float  # GEMMs, experts, LM head: reading the weights
-    kv_s: float  # attention: reading the KV cache
-    other_s: float  # all-reduce, norms, launches, CPU
-    weights_bytes_per_gpu: int
-    kv_bytes_per_gpu: int  # the KV one step reads
-
-    @property
-    def total_ms(self) -> float:
-        return self.total_s * 1e3
-
-    @property
-    def weights_ms(self) -> float:
-        return self.weights_s * 1e3
-
-    @property
-    def kv_ms(self) -> float:
-        return self.kv_s * 1e3
-
-    @property
-    def other_ms(self) -> float:
-        return self.other_s * 1e3
-
-    @property
-    def summary(self) -> dict:
-        """summary.json's `decode`: the fields, every `*_s` as `*_ms`."""
-        return {
-            (k[:-2] + "_ms" if k.endswith("_s") else k): (v * 1e3 if k.endswith("_s") else v)
-            for k, v in asdict(self).items()
-        }
-
-
-def kv_read_bytes_per_gpu(model: ModelSpec, fit: Fit, kv_dtype: str) -> int:
-    """The KV one decode step of `fit`'s sequence reads on one GPU: windowed layers read their
-    window only, whatever the allocator holds for them."""
-    return kv_bytes_sequence_per_gpu(model, fit.num_tokens, kv_dtype, fit.tp, fit.pp, fit.cp)
-
-
-def decode_at(cost: CostModel, context: int, kv_bytes_per_gpu: int, weights_bytes: int) -> Decode:
-    step = cost.cost([], [], [context])
-    weights = step.linear_s + step.moe_s + step.lm_head_s
-    kv = step.attention_decode_s
-    total = step.total_s
-    return Decode(
-        context, total, weights, kv, total - weights - kv, weights_bytes, kv_bytes_per_gpu
-    )
 
 
 # ---- FLOPs ---------------------------------------------------------------------------------

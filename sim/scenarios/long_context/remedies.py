@@ -8,6 +8,8 @@ prefill context parallel  ring attention over cp groups of tp GPUs: each holds 1
                           behind that layer's attention, over NVLink inside a node, else
                           the network; exposed where the hop outlasts the attention
 FP8 KV                    half the KV bytes: the longest context and decode's KV read
+sparse prefill            vertical + slash patterns: full attention's prefill pairs scaled by
+                          the pattern's density (sim/scenarios/long_context/sparse_prefill.py)
 prefill budget            from the traffic runs: the long request's TTFT against the
                           co-tenants' p99 TPOT, per budget
 separate prefill pool     the prefill alone, then each GPU's KV shard over its NIC; the
@@ -20,17 +22,16 @@ from dataclasses import asdict, dataclass
 
 from sim.scenarios.long_context.arithmetic import (
     NODE_GPUS,
-    Decode,
     Fit,
     Prefill,
-    decode_at,
     kv_bytes_sequence_per_gpu,
-    kv_read_bytes_per_gpu,
     tp_choices,
     walk_prefill,
     windows_bounded,
 )
+from sim.scenarios.long_context.decode import Decode, decode_at, kv_read_bytes_per_gpu
 from sim.scenarios.long_context.runs import Context, chunk_tokens
+from sim.scenarios.long_context.sparse_prefill import SparsePrefill, sparse_prefill
 from sim.scenarios.long_context.traffic import EngineRuns
 from sim.specs.model import Attention
 
@@ -82,8 +83,9 @@ class Fp8Kv:
     fits: bool
     kv_bytes_sequence_per_gpu: int
     max_context_tokens: int
-    ttft_s: float
-    decode_ms_per_token: float
+    ttft_s: float | None  # None where the engine refuses FP8 KV
+    decode_ms_per_token: float | None
+    why_not: str  # the engine's refusal, or the plan's line where it holds none ("" if some)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class Remedies:
     fp8_kv: Fp8Kv
     prefill_budget: tuple[BudgetChoice, ...]  # empty without traffic runs
     disaggregated: Disaggregated
+    sparse_prefill: SparsePrefill
 
     @property
     def summary(self) -> dict:
@@ -129,6 +132,7 @@ class Remedies:
             "fp8_kv": asdict(self.fp8_kv),
             "prefill_budget": [asdict(x) for x in self.prefill_budget],
             "disaggregated": asdict(self.disaggregated),
+            "sparse_prefill": asdict(self.sparse_prefill),
         }
 
 
@@ -155,6 +159,7 @@ def remedies(
             for r in budgets
         ),
         disaggregated=_disagg(ctx, at, ttft_s, runs, dec),
+        sparse_prefill=sparse_prefill(ctx, at, split),
     )
 
 
@@ -229,9 +234,12 @@ def _pcp(ctx: Context, at: Fit, split: Prefill, dec: Decode, cp: int) -> Prefill
 
 
 def _fp8(ctx: Context, at: Fit) -> Fp8Kv:
-    fit = ctx.fit(at.tp, at.pp, kv_cache_dtype="fp8")
+    fit = ctx.fp8_fit(at.tp, at.pp)
+    if isinstance(fit, str):  # the engine refuses it here
+        return Fp8Kv(False, 0, 0, None, None, fit)
     ttft, decode = _time_at(ctx, fit, kv_cache_dtype="fp8")
-    return Fp8Kv(fit.fits, fit.kv_bytes_sequence_per_gpu, fit.max_context_tokens, ttft, decode)
+    why = "" if fit.max_context_tokens else fit.why
+    return Fp8Kv(fit.fits, fit.kv_bytes_sequence_per_gpu, fit.max_context_tokens, ttft, decode, why)
 
 
 def _disagg(

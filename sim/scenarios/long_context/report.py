@@ -14,12 +14,9 @@ from sim.report.figures import plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json, write_parquet
 from sim.scenarios.long_context.architectures import Architecture, ArchitectureError
-from sim.scenarios.long_context.sections import (
-    architecture_section,
-    cotenant_section,
-    how_section,
-    remedy_section,
-)
+from sim.scenarios.long_context.caveats import how_section, unmodelled
+from sim.scenarios.long_context.remedy_text import remedy_section
+from sim.scenarios.long_context.sections import architecture_section, cotenant_section
 from sim.scenarios.long_context.study import Study
 from sim.scenarios.long_context.text import (
     PARTS,
@@ -154,7 +151,7 @@ def report_text(study: Study, plots: dict) -> str:
         ]
     lines += memory_section(study) + prefill_section(study, plots) + decode_section(study)
     lines += cotenant_section(study, plots) + architecture_section(study, plots)
-    lines += remedy_section(study) + how_section(study)
+    lines += remedy_section(study) + how_section(study) + unmodelled(study)
     return "\n".join(lines) + "\n"
 
 

@@ -91,6 +91,14 @@ class Context:
             self.cfg.dtype, tp, pp, cp,
         )  # fmt: skip
 
+    def fp8_fit(self, tp: int, pp: int = 1) -> Fit | str:
+        """The fit with an FP8 KV cache, or the engine's one-line refusal of it (a release that
+        falls back with it to an engine that cannot serve the model)."""
+        try:
+            return self.fit(tp, pp, kv_cache_dtype="fp8")
+        except UserError as exc:
+            return str(exc)
+
     def smallest_fit(self) -> Fit | None:
         """The smallest configuration holding the sequence (pipeline stages only where the
         engine runs them: vLLM V1)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, outputs_line
+from sim.scenarios.long_context.context_limit import check_context
 from sim.scenarios.long_context.report import write_long_context_outputs
 from sim.scenarios.long_context.runs import Context
 from sim.scenarios.long_context.study import Study, run_long_context
@@ -23,6 +24,7 @@ class LongContext:
     counts = "runs"
 
     def check(self, cfg: SimConfig) -> None:
+        check_context(Context.of(cfg))  # first: a nonsense length is refused at once
         cfg, _ = choose_tp(cfg)
         Context.of(cfg).settings(cfg.parallel.tp)
 

@@ -1,12 +1,12 @@
-"""scenario=long_context's report.md, the later sections: everyone else (the traffic runs), the
-architectures, the remedies, and how the numbers were computed. Every figure is read from the
-study the run produced."""
+"""scenario=long_context's report.md, the later sections: everyone else (the traffic runs) and
+the architectures (the remedies: sim/scenarios/long_context/remedy_text.py; how the numbers
+were computed and what they leave out: caveats.py). Every figure is read from the study the
+run produced."""
 
 from __future__ import annotations
 
 from sim.report.figures import md_table
 from sim.scenarios.long_context.architectures import Architecture
-from sim.scenarios.long_context.remedies import BudgetChoice
 from sim.scenarios.long_context.study import Study
 from sim.scenarios.long_context.text import dur, gib, ms, pct, tok
 from sim.scenarios.long_context.traffic import BudgetRun
@@ -55,6 +55,8 @@ def cotenant_section(study: Study, plots: dict) -> list[str]:
         budget_lesson(traffic.by_budget),
         "",
     ]
+    for why in traffic.not_run:
+        lines += [f"Not run, as the engine would refuse it at start-up: {why}.", ""]
     if plots.get("timeline"):
         lines += [f"![Step times and co-tenant latencies]({plots['timeline']})", ""]
     return lines
@@ -189,125 +191,3 @@ def architecture_section(study: Study, plots: dict) -> list[str]:
     if plots.get("architectures"):
         lines += ["", f"![Architectures]({plots['architectures']})", ""]
     return lines
-
-
-def remedy_section(study: Study) -> list[str]:
-    r = study.remedies
-    tp_rows = [
-        (
-            x.tp,
-            "yes" if x.fits else "no",
-            gib(x.kv_bytes_sequence_per_gpu),
-            tok(x.max_context_tokens),
-            dur(x.ttft_s),
-            ms(x.decode_ms_per_token),
-        )
-        for x in r.tensor_parallel
-    ]
-    cp_rows = [
-        (
-            x.cp,
-            x.gpus,
-            x.link,
-            "yes" if x.fits else "no",
-            dur(x.ttft_s),
-            dur(x.ring_exposed_s),
-            gib(x.kv_bytes_sequence_per_gpu),
-            ms(x.decode_ms_per_token),
-        )
-        for x in r.prefill_context_parallel
-    ]
-    f, d = r.fp8_kv, r.disaggregated
-    lines = [
-        "## 6. Remedies",
-        "",
-        "**More GPUs (tensor parallelism)** splits the weights, the KV heads and the work:",
-        "",
-        md_table(tp_rows, ("tp", "fits", "KV per GPU", "longest", "TTFT", "decode")),
-        "",
-        "**Prefill context parallelism** (ring attention: vLLM --prefill-context-parallel-size)"
-        " gives each group of GPUs 1/cp of the tokens; each layer's KV shard travels the ring "
-        "behind that layer's attention:",
-        "",
-        md_table(
-            cp_rows,
-            ("cp", "GPUs", "ring link", "fits", "TTFT", "ring exposed", "KV per GPU", "decode"),
-        ),
-        "",
-    ]
-    if r.decode_context_parallel:
-        x = r.decode_context_parallel
-        lines += [
-            f"**Decode context parallelism** (vLLM --decode-context-parallel-size {x.dcp}, "
-            f"SGLang --dcp-size): {x.why}; sharding them instead leaves "
-            f"{gib(x.kv_bytes_sequence_per_gpu)} per GPU (fits: "
-            f"{'yes' if x.fits else 'no'}; longest {tok(x.max_context_tokens)}), decode "
-            f"{ms(x.decode_ms_per_token)}, on the same GPUs.",
-            "",
-        ]
-    lines += [
-        f"**FP8 KV** (kv_cache_dtype=fp8): {gib(f.kv_bytes_sequence_per_gpu)} per GPU, "
-        f"longest context {tok(f.max_context_tokens)}; TTFT {dur(f.ttft_s)}, decode "
-        f"{ms(f.decode_ms_per_token)} (priced with this GPU's fp8 attention kernels).",
-        "",
-    ]
-    if r.prefill_budget:
-        tpot = min(r.prefill_budget, key=lambda x: x.cotenant_p99_tpot_ms or 0)
-        ttft = min(r.prefill_budget, key=lambda x: x.cotenant_p99_ttft_ms or 0)
-        worst = max(x.cotenant_p99_ttft_ms or 0 for x in r.prefill_budget)
-        text = (
-            f"**The prefill budget** (section 4): the co-tenants' p99 TPOT is lowest at "
-            f"{budget_label(tpot)} ({ms(tpot.cotenant_p99_tpot_ms)}, long TTFT "
-            f"{dur(tpot.long_ttft_s)}); "
-        )
-        if ttft.cotenant_p99_ttft_ms > 0.8 * worst:
-            text += (
-                f"their p99 TTFT stays near {ms(worst)} whatever the setting. No budget "
-                "removes the stall: only more GPUs, or a prefill instance of the long "
-                "request's own."
-            )
-        else:
-            text += (
-                f"their p99 TTFT at {budget_label(ttft)} ({ms(ttft.cotenant_p99_ttft_ms)},"
-                f" long TTFT {dur(ttft.long_ttft_s)}). No setting protects both: the long "
-                "prefill's work has to share the GPUs with someone."
-            )
-        lines += [text, ""]
-    lines += [
-        f"**A separate prefill pool** ({d.how}): the long prefill runs on its own "
-        f"{d.prefill_gpus} GPUs, then each GPU's KV shard crosses the network in "
-        f"{dur(d.kv_transfer_s)} ({dur(d.kv_transfer_layerwise_exposed_s)} exposed where "
-        f"it is sent layer by layer): TTFT {dur(d.ttft_s)}; the co-tenants decode in their "
-        f"own pool, beside only the long request's decode (p99 TPOT about "
-        f"{ms(d.cotenant_p99_tpot_ms)}); their prompts still need a prefill instance the "
-        "long one does not hold (a pool of two or more)."
-        if d.supported
-        else f"**A separate prefill pool**: {d.how}.",
-        "",
-    ]
-    return lines
-
-
-def budget_label(row: BudgetChoice) -> str:
-    cap = row.long_prefill_token_threshold
-    return f"a budget of {row.budget:,}" + (f" with a {cap:,}-token cap per request" if cap else "")
-
-
-def how_section(study: Study) -> list[str]:
-    return [
-        "## How these numbers were computed",
-        "",
-        "- The long request is simulated through the engine (its scheduler, block pool and "
-        "step cost model) alone, and among the workload's traffic for each budget; the TTFT "
-        "split and the lengths from 4K up walk the same step cost chunk by chunk.",
-        "- Times are priced per kernel from this GPU's calibrated profile where measured "
-        "tables exist (GEMM, FlashAttention); MLA, the sparse indexer and linear attention "
-        "use the roofline prior (no measured tables yet).",
-        "- Windowed (sliding-window, chunked-local) layers are sized as the simulated "
-        "release's allocator sizes them (sim/kv/windows.py): a slot per token before vLLM's "
-        "hybrid KV cache manager, only the window after it, the same in the memory plan, "
-        "the longest context and the run's blocks per request. Context parallelism and the "
-        "separate prefill pool are priced from the same components (not simulated step by "
-        "step).",
-        f"- Wall time of this scenario: {study.wall_time_s:.1f} s.",
-    ]

@@ -20,13 +20,11 @@ from sim.scenarios.long_context.architectures import (
     architecture_row,
 )
 from sim.scenarios.long_context.arithmetic import (
-    Decode,
     Fit,
     Prefill,
-    decode_at,
     flops_crossover_tokens,
-    kv_read_bytes_per_gpu,
 )
+from sim.scenarios.long_context.decode import Decode, decode_at, kv_read_bytes_per_gpu
 from sim.scenarios.long_context.remedies import Remedies, remedies
 from sim.scenarios.long_context.runs import (
     Context,
@@ -66,7 +64,9 @@ class Memory:
     windows: dict[str, int]  # windowed attention kind -> its window (tokens)
     windows_bounded: bool  # the release's allocator holds only the window (sim/kv/windows.py)
     window_rule: str  # the rule that says so ("" without windowed layers)
-    why_not_fp8_kv: str  # why the memory plan refuses FP8 KV ("" where it holds some)
+    why_not_fp8_kv: str  # why FP8 KV holds none: the plan's or the engine's line ("" if some)
+    kv_pool_bytes_per_gpu_fp8_kv: int  # the pool the plan leaves with FP8 KV (0: none)
+    fp8_kv_refused: bool  # the engine refuses FP8 KV here (why_not_fp8_kv says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +209,12 @@ def memory_of(ctx: Context, given: Fit, fit: Fit | None) -> Memory:
     """The memory answer: `given` at the given parallelism, `fit` the simulated one."""
     lc, m = ctx.cfg.long_context, ctx.model
     par = ctx.cfg.parallel
-    fp8 = ctx.fit(par.tp, par.pp, kv_cache_dtype="fp8")
+    fp8 = ctx.fp8_fit(par.tp, par.pp)
+    refused = fp8 if isinstance(fp8, str) else ""
     smallest = ctx.smallest_fit() if given.fits else fit  # fit: already the smallest
-    rule, rule_fp8 = (
-        window_rule_of(ctx.settings(par.tp, **changes), m)
-        for changes in ({}, {"kv_cache_dtype": "fp8"})
-    )
+    rule = window_rule_of(ctx.settings(par.tp), m)
+    rule_fp8 = rule if refused else window_rule_of(ctx.settings(par.tp, kv_cache_dtype="fp8"), m)
+    fp8_longest = 0 if refused else fp8.max_context_tokens
     n = lc.prompt_tokens
     return Memory(
         given_parallel=given.parallel,
@@ -229,18 +229,20 @@ def memory_of(ctx: Context, given: Fit, fit: Fit | None) -> Memory:
         activation_bytes_per_gpu=given.activation_bytes,
         kv_pool_bytes_per_gpu=given.kv_pool_bytes_per_gpu,
         fits=given.fits,
-        fits_fp8_kv=fp8.fits,
+        fits_fp8_kv=not refused and fp8.fits,
         why_not=given.why,
         min_tp_to_fit=smallest.tp if smallest is not None and smallest.pp == 1 else None,
         min_gpus_to_fit=smallest.num_gpus if smallest is not None else None,
         min_fit_parallel=smallest.parallel if smallest is not None else None,
         max_context_tokens=given.max_context_tokens,
-        max_context_tokens_fp8_kv=fp8.max_context_tokens,
+        max_context_tokens_fp8_kv=fp8_longest,
         total_tokens=ctx.total_tokens,
         windows={x.attention.value: x.window_tokens for x in m.layers if x.window_tokens},
         windows_bounded=rule.bounded,
         window_rule=rule.why,
-        why_not_fp8_kv=fp8.why if not fp8.max_context_tokens else "",
+        why_not_fp8_kv=refused or ("" if fp8_longest else fp8.why),
+        kv_pool_bytes_per_gpu_fp8_kv=0 if refused else fp8.kv_pool_bytes_per_gpu,
+        fp8_kv_refused=bool(refused),
     )
 
 

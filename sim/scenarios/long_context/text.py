@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sim.kv.memory import GIB
 from sim.report.figures import md_table
+from sim.scenarios.long_context.decode import Decode
 from sim.scenarios.long_context.study import Study
 
 PARTS = ("linear", "attention", "communication", "overhead")
@@ -90,11 +91,7 @@ def memory_sentence(study: Study) -> str:
         f"{gib(m.kv_bytes_sequence_per_gpu)} per GPU beside {gib(m.weights_bytes_per_gpu)} "
         f"of weights, "
     )
-    fp8 = (
-        f"{tok(m.max_context_tokens_fp8_kv)} with FP8 KV"
-        if m.max_context_tokens_fp8_kv
-        else "none with FP8 KV: its memory plan leaves no room, section 1 of report.md says why"
-    )
+    fp8 = fp8_phrase(study)
     if m.fits:
         return head + (
             f"within the {gib(m.kv_pool_bytes_per_gpu)} the engine's memory plan leaves for "
@@ -111,11 +108,31 @@ def memory_sentence(study: Study) -> str:
     if pool:
         short = (
             f"more than the {gib(pool)} the memory plan leaves: it does not fit (the longest "
-            f"that fits is {tok(m.max_context_tokens)} tokens)"
+            f"that fits is {tok(m.max_context_tokens)} tokens; {fp8})"
         )
     else:
         short = f"and the weights alone do not fit ({m.why_not})"
     return head + f"{short}. {where}"
+
+
+def fp8_phrase(study: Study) -> str:
+    """The longest context with FP8 KV against the model's dtype, or the real reason for none:
+    the engine refuses FP8 KV here, or its memory plan with it leaves no room."""
+    m = study.memory
+    longest, fp8 = m.max_context_tokens, m.max_context_tokens_fp8_kv
+    if fp8:
+        times = f", {fp8 / longest:.1f}× as many" if longest else ""
+        return f"{tok(fp8)} with FP8 KV{times}"
+    if m.fp8_kv_refused:
+        return (
+            f"none with FP8 KV, which {study.engine} refuses here: section 1 of report.md says why"
+        )
+    if not m.kv_pool_bytes_per_gpu_fp8_kv:
+        return (
+            "none with FP8 KV: with it the memory plan leaves no room for the KV cache, "
+            "section 1 of report.md says why"
+        )
+    return f"none with FP8 KV: {m.why_not_fp8_kv}"
 
 
 def ttft_sentence(study: Study) -> str:
@@ -139,8 +156,19 @@ def decode_sentence(study: Study) -> str:
     return (
         f"Each further token then takes {ms(study.decode_ms_per_token)}: "
         f"{pct(d.kv_ms / d.total_ms)} of a step reads {kv} and {pct(d.weights_ms / d.total_ms)} "
-        f"reads {gib(d.weights_bytes_per_gpu)} of weights: decode at this context is bound "
-        f"by {bound}."
+        f"reads {weights_phrase(d)}: decode at this context is bound by {bound}."
+    )
+
+
+def weights_phrase(d: Decode) -> str:
+    """The weights one decode step reads: all of them for a dense model; for a mixture of
+    experts, the dense part and the experts its one token routes to."""
+    if not d.num_experts:
+        return f"{gib(d.weights_bytes_per_gpu)} of weights"
+    return (
+        f"{gib(d.weights_bytes_per_gpu)} of the {gib(d.weights_resident_bytes_per_gpu)} of "
+        f"weights per GPU (its token's {d.experts_read_per_layer:g} of {d.num_experts} routed "
+        "experts in each MoE layer, beside the dense layers)"
     )
 
 
@@ -203,6 +231,10 @@ def memory_section(study: Study) -> list[str]:
         ("weights per GPU", gib(m.weights_bytes_per_gpu)),
         ("activations of a prefill chunk (profile run)", gib(m.activation_bytes_per_gpu)),
         ("KV pool the memory plan leaves per GPU", gib(m.kv_pool_bytes_per_gpu)),
+        (
+            "... with FP8 KV",
+            gib(m.kv_pool_bytes_per_gpu_fp8_kv) if not m.fp8_kv_refused else "- (refused)",
+        ),
         ("fits", "yes" if m.fits else "no"),
         ("fits with FP8 KV", "yes" if m.fits_fp8_kv else "no"),
         ("longest context that fits (max_context_tokens)", tok(m.max_context_tokens)),
@@ -244,7 +276,9 @@ def decode_section(study: Study) -> list[str]:
     d = study.decode
     rows = [
         (
-            "weights read (GEMMs, experts, LM head)",
+            "weights read (GEMMs, the routed experts its token picks, LM head)"
+            if d.num_experts
+            else "weights read (GEMMs, LM head)",
             ms(d.weights_ms),
             gib(d.weights_bytes_per_gpu),
         ),
@@ -252,7 +286,7 @@ def decode_section(study: Study) -> list[str]:
         ("all-reduce, norms, launches, CPU", ms(d.other_ms), ""),
         ("one step alone", ms(d.total_ms), ""),
     ]
-    return [
+    lines = [
         "## 3. Decode",
         "",
         f"One decode step of the request alone at {d.context:,} tokens of context; the "
@@ -261,3 +295,13 @@ def decode_section(study: Study) -> list[str]:
         md_table(rows, ("part", "time", "bytes per GPU")),
         "",
     ]
+    if d.num_experts:
+        lines += [
+            f"Of the {gib(d.weights_resident_bytes_per_gpu)} of weights each GPU holds, one "
+            f"step of one sequence reads {gib(d.weights_bytes_per_gpu)}: every dense layer, "
+            f"the shared experts and the router, the {d.experts_read_per_layer:g} of "
+            f"{d.num_experts} routed experts its token goes to in each MoE layer, and the LM "
+            "head (the embedding table is looked up, not read).",
+            "",
+        ]
+    return lines

@@ -73,6 +73,7 @@ class Traffic:
     background: str  # the background workload's description
     shown: EngineRun  # the run with the long request at the engine's settings (steps kept)
     long_index: int  # the long request's index (request_id) in it
+    not_run: tuple[str, ...]  # variants whose memory plan cannot hold the long request: why
 
     @property
     def engine_run(self) -> BudgetRun:
@@ -107,14 +108,17 @@ class EngineRuns:
             out["cotenant"] = {"with": asdict(own.with_long), "without": asdict(own.without_long)}
             out["ttft_with_traffic_s"] = own.long_ttft_s
             out["cotenant_by_budget"] = [r.summary for r in self.traffic.by_budget]
+            out["cotenant_budgets_not_run"] = list(self.traffic.not_run)
             out["background"] = self.traffic.background
         return out
 
 
-def traffic_variants(ctx: Context, fit: Fit) -> list[Variant]:
+def traffic_variants(ctx: Context, fit: Fit) -> tuple[list[Variant], list[str]]:
     """The engine settings the traffic runs compare: each chunked-prefill budget, and (vLLM)
     the engine's budget with a cap on one request's chunk (long_prefill_token_threshold) so
-    that waiting prompts are admitted beside the long one."""
+    that waiting prompts are admitted beside the long one; and, apart, the budgets whose
+    memory plan cannot hold the long request at fit's parallelism (a larger budget's profile
+    run leaves a smaller pool), each with why, where the engine would refuse it at start-up."""
     settings = ctx.settings(fit.tp)
     budget = settings.max_num_batched_tokens
     rows = [
@@ -123,7 +127,15 @@ def traffic_variants(ctx: Context, fit: Fit) -> list[Variant]:
     ]
     if settings.scheduler.startswith("vllm") and not settings.long_prefill_token_threshold:
         rows.append(Variant(budget, budget // 4))
-    return rows
+    run, not_run = [], []
+    for v in rows:
+        if v.budget != budget:  # (the engine's own budget is the one `fit` holds)
+            held = ctx.fit(fit.tp, fit.pp, **_changes(v))
+            if not held.fits:
+                not_run.append(f"a budget of {v.budget:,}: {held.why}")
+                continue
+        run.append(v)
+    return run, not_run
 
 
 def _changes(variant: Variant) -> dict:
@@ -147,7 +159,7 @@ def engine_runs(ctx: Context, fit: Fit, cost: CostModel, step_s: float, progress
     engine = Variant(settings.max_num_batched_tokens, settings.long_prefill_token_threshold)
     alone, _ = with_long_request(None, 0.0, lc.prompt_tokens, lc.output_tokens)
     jobs = [(sim_config(ctx, fit), ctx.model, alone, False)]
-    variants = traffic_variants(ctx, fit) if lc.background else []
+    variants, not_run = traffic_variants(ctx, fit) if lc.background else ([], [])
     if variants:  # traffic until the long request's slowest variant is surely done
         prefill_s = max(
             walk_prefill(cost, lc.prompt_tokens, _variant_chunk(cost, v, lc.prompt_tokens)).total_s
@@ -175,7 +187,7 @@ def engine_runs(ctx: Context, fit: Fit, cost: CostModel, step_s: float, progress
             rows.append(_budget_run(v, v == engine, with_run, without_run, mixed, k, lc.arrival_s))
             if v == engine:
                 shown = with_run
-        traffic = Traffic(tuple(rows), background.description, shown, k)
+        traffic = Traffic(tuple(rows), background.description, shown, k, tuple(not_run))
     return EngineRuns(solo.ttft_s, solo.tpot_ms, results[0].memory_plan, totals, traffic)
 
 
