@@ -18,6 +18,7 @@ from sim.errors import UserError, shown
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
+AUTO = "auto"  # workload.rate=auto: upgrade_diff chooses it (sim/scenarios/upgrade_diff/rate.py)
 TASKS = (
     "simulate",
     "kernel_check",
@@ -93,8 +94,10 @@ class Parallel:
 class WorkloadConfig:
     kind: str = _opt("poisson", choices=WORKLOAD_KINDS)
     num_requests: int | None = _requests(1000, min=1)
-    rate: float | None = _opt(10.0, gt=0)  # requests per second; a trace (kind=trace) is
-    # replayed at this mean rate, its arrival times scaled (None: the trace's own times)
+    rate: float | str | None = _opt(10.0, gt=0, words=(AUTO,))  # requests per second; a trace
+    # (kind=trace) is replayed at this mean rate, its arrival times scaled (None: the trace's own
+    # times); auto (scenario=upgrade_diff only): upgrade.auto_rate_fraction x the before
+    # version's capacity on this workload
     burstiness: float | None = _opt(None, gt=0)  # gamma shape (--burstiness); None: 1 or the file's
     concurrency: int | None = _opt(None, min=1)  # cap on requests in flight (--max-concurrency)
     input_len: int = _tokens(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
@@ -146,6 +149,7 @@ class ValidateConfig:
     jobs: int | None = _opt(None, min=1)  # cases simulated at once (default: every core)
 
 
+_AUTO_WHY = "above the capacity the queue grows without end; give workload.rate=R for that"
 UPGRADE_METRICS = (
     "request_throughput",
     "output_throughput",
@@ -172,10 +176,12 @@ class UpgradeConfig:
     # every subset of the changes that matter fits, else random orders that fit
     headline: str = _opt("auto", choices=("auto", *UPGRADE_METRICS))  # the metric the verdict
     # and the minimal set explain; auto: the one that regressed in measured results, else
-    # throughput when it moved beyond the noise, else the one that got worst (headline.py)
+    # throughput when it moved beyond the noise, else the largest adverse change (headline.py)
     loads: tuple[float, ...] | None = (0.5, 0.7, 0.85, 1.0, 1.15)  # x the before version's
     # capacity (open loop) or x the concurrency (closed loop); empty: no load sweep
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
+    auto_rate_fraction: float = _opt(0.7, gt=0, max=1.0, why=_AUTO_WHY)  # workload.rate=auto:
+    # this fraction of the before version's capacity (its throughput with every request queued)
 
 
 ARCHITECTURES = (
@@ -326,7 +332,15 @@ class SimConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:
-        return _build(cls, data, "")
+        cfg = _build(cls, data, "")
+        if cfg.workload.rate == AUTO and cfg.task != "upgrade_diff":
+            raise UserError(
+                "workload.rate=auto: only scenario=upgrade_diff chooses a rate (a fraction of the "
+                f"before version's capacity); task {cfg.task} needs a number of requests per "
+                "second, e.g. workload.rate=8 (scenario=capacity finds the highest rate within "
+                "latency SLOs)"
+            )
+        return cfg
 
 
 @cache
@@ -375,6 +389,12 @@ def _check(key: str, value, hint, checks: Mapping):
         if type(None) in kinds:
             return None
         raise UserError(f"{key}: a value is required")
+    if isinstance(value, str) and "words" in checks:  # a number field that takes a word too
+        if value in checks["words"]:
+            return value
+        raise UserError(
+            f"{key}={shown(value, 60)}: expected a number or {'/'.join(checks['words'])}"
+        )
     kind = next(k for k in kinds if k is not type(None))
     if typing.get_origin(kind) is tuple:  # a list of strings (or one string), or of numbers
         item = typing.get_args(kind)[0]

@@ -125,8 +125,9 @@ def test_one_version_against_itself_is_zero_everywhere():
 
 
 def test_a_what_if_is_an_upgrade_of_one_argument():
-    """Turning prefix caching off on a workload with a shared system prompt: one change, in
-    the defaults category, that raises TTFT, restored by its own flag."""
+    """Turning prefix caching off on a workload with a shared system prompt: one change, the
+    user's override (of a setting in the defaults category), that raises TTFT, restored by its
+    own flag."""
     s = run_upgrade_diff(
         cfg_of(
             "upgrade.before=vllm@0.10.2",
@@ -138,10 +139,11 @@ def test_a_what_if_is_an_upgrade_of_one_argument():
     (row,) = s["attribution"]
     assert (row["setting"], row["category"], row["before"], row["after"]) == (
         "enable_prefix_caching",
-        "defaults",
+        "user override",
         True,
         False,
     )
+    assert row["setting_category"] == "defaults"
     assert row["effect_pct"]["mean_ttft_ms"] > 10
     assert row["effect_pct"]["mean_ttft_ms"] == pytest.approx(s["change_pct"]["mean_ttft_ms"])
     assert row["restore_flag"] == "--enable-prefix-caching"

@@ -21,7 +21,7 @@ from sim.scenarios.upgrade_diff.attribution import (
     random_orders,
     shapley,
 )
-from sim.scenarios.upgrade_diff.changes import Change
+from sim.scenarios.upgrade_diff.changes import USER_OVERRIDE, Change
 from sim.scenarios.upgrade_diff.headline import LARGEST, choose_headline
 from sim.scenarios.upgrade_diff.outcomes import METRICS, mean_outcome
 from sim.scenarios.upgrade_diff.runs import Runs
@@ -44,7 +44,8 @@ class Attribution:
     ci_pct: dict[str, list[float]]  # metric -> half-width of the 95% interval per change
     added_pct: dict[str, list[float]]  # before + this change alone
     removed_pct: dict[str, list[float]]  # after without this change
-    by_category_pct: dict[str, dict[str, float]]  # category -> metric -> its changes alone
+    by_category_pct: dict[str, dict[str, float]]  # category (or USER_OVERRIDE) -> metric -> its
+    # changes alone
     interaction_pct: dict[str, float]  # the change minus the categories' effects alone
     inert: list[int]  # changes with no effect at all, either way, on any seed
     inert_residual_pct: dict[str, float]  # after minus after-without-the-inert (0 if inert)
@@ -101,12 +102,8 @@ def attribute(
     seeds = list(seeds)
     everything = frozenset(range(n))
     runs = Runs(cfg, before, after, changes, seeds, jobs, progress, cache)
-    by_cat: dict[str, frozenset[int]] = {}
-    for i, c in enumerate(changes):
-        by_cat[c.category.value] = by_cat.get(c.category.value, frozenset()) | {i}
-    first = {frozenset(), everything}
-    first |= {frozenset({i}) for i in range(n)} | {everything - {i} for i in range(n)}
-    first |= set(by_cat.values())
+    by_cat = groups(changes)
+    first = first_subsets(changes)
     runs.planned = len(first) * len(seeds)
     runs.run(first)
     inert = [
@@ -136,7 +133,7 @@ def attribute(
         {m: e[m].ci for m in METRICS},
         {m: e[m].added for m in METRICS},
         {m: e[m].removed for m in METRICS},
-        {c.value: {m: e[m].by_category[c.value] for m in METRICS} for c in Category},
+        {g: {m: e[m].by_category[g] for m in METRICS} for g in _group_names(by_cat)},
         {m: e[m].interaction for m in METRICS},
         inert,
         {m: e[m].inert_residual for m in METRICS},
@@ -183,12 +180,35 @@ def _effects(
     )
     residual = float(np.mean(runs.pcts(everything, active, metric)))
     cats, alone = {}, 0.0
-    for cat in (c.value for c in Category):
+    for cat in _group_names(by_cat):
         members = by_cat.get(cat)
         effect = float(np.mean(runs.pcts(members, (), metric))) if members else 0.0
         cats[cat] = effect
         alone += effect
     return _Effects(shap, ci, added, removed, change, change_ci, residual, cats, change - alone)
+
+
+def groups(changes: list[Change]) -> dict[str, frozenset[int]]:
+    """The changes of each group (Change.group: a category, or the user's overrides)."""
+    out: dict[str, frozenset[int]] = {}
+    for i, c in enumerate(changes):
+        out[c.group] = out.get(c.group, frozenset()) | {i}
+    return out
+
+
+def _group_names(by_cat: dict[str, frozenset[int]]) -> list[str]:
+    """Every category, then the user's overrides when there are any."""
+    return [c.value for c in Category] + [g for g in by_cat if g == USER_OVERRIDE]
+
+
+def first_subsets(changes: list[Change]) -> set[frozenset[int]]:
+    """The mixtures attribute() runs first on every seed: none, all, each change added to the
+    before version and removed from the after one, and each group's changes alone."""
+    n = len(changes)
+    everything = frozenset(range(n))
+    first = {frozenset(), everything}
+    first |= {frozenset({i}) for i in range(n)} | {everything - {i} for i in range(n)}
+    return first | set(groups(changes).values())
 
 
 def _game(active: list[int], budget: int) -> tuple[Iterable[frozenset[int]], bool, int]:

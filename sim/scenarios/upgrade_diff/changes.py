@@ -22,6 +22,8 @@ from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 
 KERNELS = "kernel_tables"  # the change of measured kernels between the two versions
+USER_OVERRIDE = "user override"  # the group of a change the user's arguments made (resolve()'s
+# rule "user override (engine_args.NAME)" on either side), whatever its setting's category
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,15 @@ class Change:
     def setting(self) -> str:
         """The name the report gives it: the engine's argument name, or KERNELS."""
         return KERNELS if self.name == KERNELS else self.flag
+
+    @property
+    def group(self) -> str:
+        """The category the report and the by-category figures give it: USER_OVERRIDE when the
+        user's arguments (upgrade.before_args / after_args) set either side, not the release;
+        else its setting's own category (defaults, kernels, scheduling, memory)."""
+        if any(r.startswith(USER_OVERRIDE) for r in (self.rule_before, self.rule_after)):
+            return USER_OVERRIDE
+        return self.category.value
 
 
 def resolved(cfg: SimConfig, engine: str, engine_args) -> EngineSettings:

@@ -3,7 +3,7 @@ rule that chose it. upgrade.headline=auto takes, in order:
 
     measured    the metric that regressed in the measured before/after (a throughput first)
     throughput  output or request throughput when it moved beyond the noise
-    largest     the metric that got worst, else the largest change
+    largest     the metric with the largest adverse change, else the largest change
 
 and a metric the user names (upgrade.headline=METRIC) always leads (rule "named").
 """
@@ -64,8 +64,8 @@ def regressed(change_pct: dict[str, float], floor_pct: float = 0.0) -> str | Non
 
 
 def worst_metric(change_pct: dict[str, float]) -> str:
-    """The metric that got worst (lowest throughput change, highest latency change); the
-    largest change when none got worse."""
+    """The metric with the largest adverse change (lowest throughput change, highest latency
+    change); the largest change when none got worse."""
     worse = {m: adverse(m, v) for m, v in change_pct.items()}
     m = max(worse, key=lambda k: worse[k])  # ties: the first in METRICS' order
     if worse[m] > 0:

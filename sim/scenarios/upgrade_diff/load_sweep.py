@@ -85,6 +85,12 @@ def _open_loop(w, rate: float):
 
 def capacity_rps(plan: Plan, jobs, progress=None, cache: Path | None = None) -> float:
     """The before version's saturated request throughput: every request queued at t=0."""
+    return capacity_outcome(plan, progress, cache)["request_throughput"]
+
+
+def capacity_outcome(plan: Plan, progress=None, cache: Path | None = None) -> dict:
+    """The before version's run with every request of the workload queued at t=0 (seed of
+    plan's config): its request throughput is the capacity loads are scaled by."""
     w = plan.cfg.workload
     burst = replace(w, kind="burst", rate=None, concurrency=None)
     if w.kind in ("trace",):
@@ -93,15 +99,26 @@ def capacity_rps(plan: Plan, jobs, progress=None, cache: Path | None = None) -> 
         burst = replace(w, rate=float("inf"), concurrency=None)
     cfg = replace(plan.cfg, workload=burst)
     (out,) = run_tasks([(cfg, ())], plan.before, plan.after, plan.changes, 1, progress, cache)
-    return out["request_throughput"]
+    return out
 
 
-def load_sweep(plan: Plan, factors, jobs, progress=None, cache: Path | None = None) -> LoadSweep:
-    """Before and after (seed of the first attribution seed) at each load."""
+def load_sweep(
+    plan: Plan,
+    factors,
+    jobs,
+    progress=None,
+    cache: Path | None = None,
+    capacity: float | None = None,
+) -> LoadSweep:
+    """Before and after (seed of the first attribution seed) at each load. `capacity`: the
+    before version's, when the caller has simulated it already (else a rate sweep runs it);
+    either way a rate sweep counts it among its simulations."""
     what, points = load_points(plan, factors)
-    capacity = None
-    if what == "rate":
+    if what == "rate" and capacity is None:
         capacity = capacity_rps(plan, jobs, cache=cache)
+    if what != "rate":
+        capacity = None
+    else:
         for p in points:
             p["rate"] = round(capacity * p["factor"], 4)
     tasks = []
@@ -125,7 +142,7 @@ def load_sweep(plan: Plan, factors, jobs, progress=None, cache: Path | None = No
                 {m: pct_change(b[m], a[m]) for m in METRICS},
             )
         )
-    runs = len(tasks) + (capacity is not None)
+    runs = len(tasks) + (capacity is not None)  # the capacity run its rates are scaled by
     return LoadSweep(what, capacity, tuple(rows), runs)
 
 

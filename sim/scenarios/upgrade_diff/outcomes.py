@@ -1,8 +1,9 @@
 """What upgrade_diff keeps of each simulation of a mixture, and running many of them.
 
 An outcome is the JSON a finished mixture leaves in RUN_DIR/simulations/ (a rerun resumes
-from it): the bench metrics by name and, under "sim", the simulator's figures that show a
-mechanism. Figures is those figures as a record, for the report and the verdict.
+from it): the bench metrics by name, under "sim" the simulator's figures that show a
+mechanism, and under "overload" the run's overload judgement (summary.json sim.overload).
+Figures is those figures as a record, for the report and the verdict.
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ class Figures:
         return asdict(self)
 
 
+OVERLOAD = "overload"  # an outcome's key for the run's overload judgement (not a number)
+
+
 def outcome(result) -> dict:
     """What upgrade_diff keeps of one run: the bench metrics (summary.json's numeric top-level
-    keys) and, under "sim", the figures that show a mechanism."""
+    keys), under "sim" the figures that show a mechanism, and under OVERLOAD the run's
+    overload judgement as python -m sim makes it (sim/run/summary.py overload_record)."""
     s = result.summary
     steps = result.steps
     dur = steps["duration_s"].to_numpy()
@@ -78,6 +83,7 @@ def outcome(result) -> dict:
         "attention_kernel": str(sim["priced_with"].get("attention_decode", "")),
         "kernel_family": str(sim.get("kernel_family") or "prior"),
     }
+    out[OVERLOAD] = sim.get("overload")
     return out
 
 
@@ -147,13 +153,14 @@ def numbers(outcome: dict) -> dict:
     same numbers did the same thing, whatever the kernel tables they were priced with are
     called."""
     sim = {k: v for k, v in outcome["sim"].items() if not isinstance(v, str)}
-    return {k: v for k, v in outcome.items() if k != "sim"} | sim
+    return {k: v for k, v in outcome.items() if k not in ("sim", OVERLOAD)} | sim
 
 
 def mean_outcome(outcomes: list[dict]) -> dict:
-    """The mean of each number over several seeds' outcomes (text from the first)."""
+    """The mean of each number over several seeds' outcomes (text from the first; the overload
+    judgements are gathered by sim/scenarios/upgrade_diff/overload.py, not averaged)."""
     first = outcomes[0]
-    out = {k: float(np.mean([o[k] for o in outcomes])) for k in first if k != "sim"}
+    out = {k: float(np.mean([o[k] for o in outcomes])) for k in first if k not in ("sim", OVERLOAD)}
     out["sim"] = {
         k: (v if isinstance(v, str) else float(np.mean([o["sim"][k] for o in outcomes])))
         for k, v in first["sim"].items()

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from sim.config import SimConfig
+from sim.config import AUTO, SimConfig
 from sim.engines.resolve import parse_engine_spec
 from sim.engines.settings import EngineSettings
 from sim.errors import UserError
@@ -105,6 +105,7 @@ def make_plan(cfg: SimConfig) -> Plan:
             "upgrade.after=NAME@VERSION is required: the version upgraded to (for a what-if "
             "on one version, give it twice and set upgrade.after_args.NAME=VALUE)"
         )
+    _check_auto_rate(cfg)
     notes: list[str] = []
     baseline = None
     if baseline_path != SIMULATED:
@@ -116,6 +117,12 @@ def make_plan(cfg: SimConfig) -> Plan:
     if baseline is not None and baseline.backend:
         _check_baseline_engine(baseline, before)
     changes = diff(cfg, before, after)
+    notes += [
+        f"{s.engine}@{s.version} has no rule set of its own: it runs with {s.engine} "
+        f"{s.rule_set}'s rules (the nearest earlier release the catalogue knows)"
+        for s in ((before,) if before.version == after.version else (before, after))
+        if s.version != s.rule_set
+    ]
     mb = (
         load_recorded(up.measured_before, "upgrade.measured_before") if up.measured_before else None
     )
@@ -130,6 +137,27 @@ def make_plan(cfg: SimConfig) -> Plan:
     if mb is not None and ma is None:
         raise UserError("upgrade.measured_before needs upgrade.measured_after=PATH as well")
     return Plan(cfg, before, after, changes, baseline, mb, ma, tuple(notes))
+
+
+OPEN_LOOP = ("poisson", "gamma", "constant", "trace", "bench_json")  # workloads with a rate
+
+
+def _check_auto_rate(cfg: SimConfig) -> None:
+    """What workload.rate=auto (sim/scenarios/upgrade_diff/rate.py) refuses."""
+    w = cfg.workload
+    if w.rate != AUTO:
+        return
+    if w.kind not in OPEN_LOOP:
+        load = "its concurrency" if w.kind == "closed_loop" else "every request at once"
+        raise UserError(
+            f"workload.rate=auto needs a workload with a request rate ({', '.join(OPEN_LOOP)}); "
+            f"workload={w.kind} has none (its load is {load})"
+        )
+    if cfg.upgrade.baseline != SIMULATED:
+        raise UserError(
+            f"workload.rate=auto with upgrade.baseline={cfg.upgrade.baseline}: the recorded "
+            "baseline ran at its own rate, which the study must keep; drop workload.rate=auto"
+        )
 
 
 def _baseline_workload(cfg: SimConfig, base: Recorded) -> tuple[SimConfig, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.report.figures import plt, save_png
@@ -18,45 +19,69 @@ from sim.scenarios.upgrade_diff.verdict import NAMES
 
 def plot_waterfall(s: UpgradeResult, path: Path) -> str:
     """The headline metric from before to after, one bar per change's Shapley value (with its
-    95% interval), biggest first; inert changes in one bar."""
+    95% interval), biggest first; inert changes in one bar. The axis spans the bars, not zero
+    (a 5% change is then readable), and every bar is labelled with its value."""
     m = s.headline
-    title, unit, _ = NAMES[m]
+    title, unit, digits = NAMES[m]
     base = s.before.metrics[m]
     rows = [r for r in s.attribution if not r.inert]
     inert = [r for r in s.attribution if r.inert]
-    labels, deltas, errors = [], [], []
+    labels, deltas, errors, points = [], [], [], []
     for r in rows:
         labels.append(f"{r.setting}\n({r.category})")
         deltas.append(r.effect_pct[m] / 100 * base)
         errors.append(r.ci_pct[m] / 100 * base)
+        points.append(r.effect_pct[m])
     residual = s.shapley.inert_residual_pct[m] / 100 * base
     if inert:
         labels.append(f"{len(inert)} inert\nsetting{'s' if len(inert) > 1 else ''}")
         deltas.append(residual)
         errors.append(0.0)
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * (len(labels) + 2)), 4.6))
-    ax.bar(0, base, color="#7f7f7f")
-    level = base
-    for k, (d, e) in enumerate(zip(deltas, errors, strict=True), start=1):
+        points.append(s.shapley.inert_residual_pct[m])
+    after = s.after.metrics[m]
+    levels = np.cumsum([base, *deltas])
+    lo, hi = _span(levels, deltas, errors, after)
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * (len(labels) + 2)), 4.8))
+    ax.set_ylim(lo, hi)
+    for x, value in ((0, base), (len(labels) + 1, after)):  # the two sides, from the axis' foot
+        ax.bar(x, value - lo, bottom=lo, color="#7f7f7f" if x == 0 else "#1f77b4")
+        ax.annotate(f"{value:,.{digits}f}", (x, value), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 2), textcoords="offset points")  # fmt: skip
+    for k, (d, e, pts) in enumerate(zip(deltas, errors, points, strict=True), start=1):
+        start = levels[k - 1]
         worse = d > 0 if not m.endswith("throughput") else d < 0
-        ax.bar(k, d, bottom=level, color="#d62728" if worse else "#2ca02c")
+        ax.bar(k, d, bottom=start, color="#d62728" if worse else "#2ca02c")
         if e:
-            ax.errorbar(k, level + d, yerr=e, color="black", capsize=3, lw=1)
-        level += d
-    end = len(labels) + 1
-    ax.bar(end, s.after.metrics[m], color="#1f77b4")
+            ax.errorbar(k, start + d, yerr=e, color="black", capsize=3, lw=1)
+        ax.annotate(f"{pts:+.1f} pts", (k, max(start, start + d + e)), ha="center",
+                    va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")  # fmt: skip
     ax.set_xticks(
-        range(end + 1),
+        range(len(labels) + 2),
         [s.before.engine, *labels, s.after.engine],
         rotation=30,
         ha="right",
         fontsize=8,
     )
-    ax.set_ylabel(f"{title} ({unit})")
-    ax.set_title(f"{title}: each changed setting's share (Shapley value, 95% interval)")
+    ax.set_ylabel(f"{title} ({unit}; axis from {lo:,.{digits}f}, not 0)")
+    change = s.change_pct[m]
+    ax.set_title(
+        f"{title}: {change:+.1f}% in all; each changed setting's share "
+        "(Shapley value, points of %, 95% interval)",
+        fontsize=9,
+    )
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return save_png(fig, path)
+
+
+def _span(levels, deltas, errors, after: float) -> tuple[float, float]:
+    """The axis' range: every bar's ends and error bars, with room for the labels."""
+    ends = [*levels, after]
+    ends += [lv + d + e for lv, d, e in zip(levels, deltas, errors, strict=False)]
+    ends += [lv + d - e for lv, d, e in zip(levels, deltas, errors, strict=False)]
+    lo, hi = min(ends), max(ends)
+    pad = (hi - lo) * 0.25 or abs(hi) * 0.05 or 1.0
+    return max(lo - pad, 0.0), hi + pad
 
 
 def plot_load_sweep(s: UpgradeResult, path: Path) -> str:

@@ -9,8 +9,11 @@ from dataclasses import asdict, dataclass
 from sim.config import SimConfig
 from sim.scenarios.upgrade_diff.load_sweep import LoadSweep
 from sim.scenarios.upgrade_diff.outcomes import Figures
+from sim.scenarios.upgrade_diff.overload import Overload
 from sim.scenarios.upgrade_diff.plan import SIMULATED
+from sim.scenarios.upgrade_diff.rate import AutoRate
 from sim.scenarios.upgrade_diff.restore import RestoreCommand
+from sim.scenarios.upgrade_diff.unpriced import Unpriced
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +23,20 @@ class Side:
     engine: str  # name@version
     metrics: dict[str, float]  # the bench metrics by name
     sim: Figures
+    rule_set: str | None = None  # the release whose rules resolved it (None: not a version)
+    overload: Overload | None = None  # each seed's overload judgement (None: not gathered)
+
+    @property
+    def version(self) -> str:
+        return self.engine.partition("@")[2]
 
     @property
     def summary(self) -> dict:
-        return {"engine": self.engine, **self.metrics, "sim": self.sim.summary}
+        sim = self.sim.summary
+        if self.overload is not None:  # as python -m sim's summary.json sim.overload, per seed
+            sim |= {"overload": self.overload.summary}
+        rules = {"rule_set": self.rule_set} if self.rule_set is not None else {}
+        return {"engine": self.engine, **rules, **self.metrics, "sim": sim}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +44,7 @@ class AttributionRow:
     """One change and what it does to each metric (metric -> points of %)."""
 
     setting: str  # the engine's argument name, or KERNELS
-    category: str
+    category: str  # Change.group: its setting's category, or "user override"
     before: object  # the values as summary.json holds them (a tuple as a list)
     after: object
     rule: str  # why the after version has its value
@@ -46,12 +59,14 @@ class AttributionRow:
     restore_flag: str | None
     restore_note: str
     field: str  # the EngineSettings field
+    setting_category: str = ""  # the setting's own category (defaults, kernels, ...)
 
     @property
     def summary(self) -> dict:
         return {
             "setting": self.setting,
             "category": self.category,
+            "setting_category": self.setting_category or self.category,
             "before": self.before,
             "after": self.after,
             "rule": self.rule,
@@ -163,6 +178,20 @@ class UpgradeResult:
     wall_time_s: float
     verdict: str
     config: SimConfig  # as every simulation ran it (seed per attribution seed)
+    auto_rate: AutoRate | None = None  # the rate workload.rate=auto chose, and from what
+    unpriced: tuple[Unpriced, ...] = ()  # kernel changes priced with one table on both sides
+    verdicts: dict[str, dict] | None = None  # headline -> its verdict, for every headline
+    # asked in this run dir (history.py); None: this one alone
+
+    @property
+    def verdict_record(self) -> dict:
+        """What summary.json's `verdicts` keeps of this headline's verdict."""
+        return {
+            "verdict": self.verdict,
+            "headline_rule": self.headline_rule,
+            "minimal_set": list(self.minimal_set),
+            "minimal_command": self.restore_command.minimal_command,
+        }
 
     @property
     def summary(self) -> dict:
@@ -189,4 +218,7 @@ class UpgradeResult:
             "wall_time_s": self.wall_time_s,
             "verdict": self.verdict,
             "config": asdict(self.config),
+            "auto_rate": self.auto_rate.summary if self.auto_rate else None,
+            "unpriced": [u.summary for u in self.unpriced],
+            "verdicts": self.verdicts or {self.headline: self.verdict_record},
         }

@@ -5,10 +5,12 @@ run dir resumes from them."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, outputs_line
+from sim.scenarios.upgrade_diff.history import with_earlier_verdicts
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.plan import make_plan
 from sim.scenarios.upgrade_diff.report import write_upgrade_outputs
@@ -28,7 +30,8 @@ class UpgradeDiff:
         kept = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
         if kept:
             print(f"upgrade_diff: resuming; {kept} simulations already done in {cache}")
-        return run_upgrade_diff(cfg, progress=bar.update_count, cache=cache)
+        result = run_upgrade_diff(cfg, progress=bar.update_count, cache=cache)
+        return with_earlier_verdicts(result, out_dir / "summary.json")  # other headlines' kept
 
     def write(self, result: UpgradeResult, out_dir: Path) -> None:
         write_upgrade_outputs(result, out_dir)
@@ -38,20 +41,26 @@ class UpgradeDiff:
             result.before.engine, result.after.engine, result.attribution, result.config.upgrade
         )
         print(f"upgrade_diff: {sides.title}")
+        for note in result.notes:  # the rate workload.rate=auto chose, rules of another release
+            print(textwrap.fill(note, width=100, initial_indent="  ", subsequent_indent="    "))
         for m in METRICS:
             print(
                 f"  {NAMES[m][0]:<20} {fmt(m, result.before.metrics[m]):>16} -> "
                 f"{fmt(m, result.after.metrics[m]):>16}  {result.change_pct[m]:+7.1f}%"
             )
         m = result.headline
-        print(f"  {NAMES[m][0]} by setting (Shapley, points of %):")
-        for row in result.attribution[:8]:
-            if not row.inert:
-                print(
-                    f"    {row.setting:<32} {row.category:<10} "
-                    f"{row.effect_pct[m]:+7.1f} ± {row.ci_pct[m]:.1f}"
-                    + ("  not distinguishable from noise" if noise(row, m) else "")
-                )
+        moved = [row for row in result.attribution if not row.inert][:8]
+        if moved:
+            print(f"  {NAMES[m][0]} by setting (Shapley, points of %):")
+        for row in moved:
+            print(
+                f"    {row.setting:<32} {row.category:<10} "
+                f"{row.effect_pct[m]:+7.1f} ± {row.ci_pct[m]:.1f}"
+                + ("  not distinguishable from noise" if noise(row, m) else "")
+            )
+        for side in (result.before, result.after):
+            if side.overload is not None and (warning := side.overload.warning(side.engine)):
+                print(textwrap.fill(warning, width=100))
         print(f"Verdict: {result.verdict}")
         print(f"{result.simulations_run} simulations in {result.wall_time_s:.0f} s.")
         print(outputs_line(out_dir))

@@ -20,13 +20,22 @@ This module runs them in order and gathers the answer (result.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from sim.config import SimConfig
-from sim.scenarios.upgrade_diff.attribute import Attribution, attribute
-from sim.scenarios.upgrade_diff.load_sweep import LoadSweep, load_sweep
+from sim.config import AUTO, SimConfig
+from sim.scenarios.upgrade_diff.attribute import Attribution, attribute, first_subsets
+from sim.scenarios.upgrade_diff.load_sweep import (
+    LoadSweep,
+    capacity_outcome,
+    load_points,
+    load_sweep,
+)
 from sim.scenarios.upgrade_diff.outcomes import METRICS, Figures, pct_change
+from sim.scenarios.upgrade_diff.overload import Overload
 from sim.scenarios.upgrade_diff.plan import SIMULATED, Plan, make_plan
+from sim.scenarios.upgrade_diff.rate import AutoRate, with_auto_rate
 from sim.scenarios.upgrade_diff.restore import restore_command, restore_flag
 from sim.scenarios.upgrade_diff.result import (
     AttributionRow,
@@ -36,22 +45,31 @@ from sim.scenarios.upgrade_diff.result import (
     Side,
     UpgradeResult,
 )
+from sim.scenarios.upgrade_diff.unpriced import Unpriced, unpriced
 from sim.scenarios.upgrade_diff.verdict import leaders, pair, verdict
 
 
 def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -> UpgradeResult:
     """Plan, attribute, sweep; the result (report and plots are written by the caller).
     With `cache` (a folder), every simulation's outcome is kept there and a rerun into the
-    same folder reuses them: an interrupted upgrade_diff resumes where it stopped."""
+    same folder reuses them: an interrupted upgrade_diff resumes where it stopped.
+    `progress(done, total)`: one count over every stage (Tally)."""
     started = time.perf_counter()
     plan = make_plan(cfg)
     up = cfg.upgrade
     seeds = [cfg.seed + k for k in range(up.seeds)]
-
-    def tick(done, total):
-        if progress:
-            progress(done, total)
-
+    auto = cfg.workload.rate == AUTO
+    swept = load_points(plan, up.loads)[0] if up.loads else None
+    n_sweep = 2 * len(set(up.loads or ()))
+    tally = Tally(progress, to_come=len(first_subsets(plan.changes)) * len(seeds) + n_sweep)
+    capacity = chosen = None
+    if auto or swept == "rate":  # the before version's capacity: one run, shared
+        out = capacity_outcome(plan, lambda k: tally.tick(k, 1), cache)
+        capacity = out["request_throughput"]
+        tally.close(1)
+        if auto:
+            plan, chosen = with_auto_rate(plan, capacity, round(out["completed"]))
+    tally.to_come = n_sweep  # the attribution counts its own runs as it plans them
     measured = _measured(plan)
     result = attribute(
         plan.cfg,
@@ -62,32 +80,65 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
         up.budget,
         up.headline,
         up.jobs,
-        tick,
+        tally.tick,
         cache,
         measured.change_pct if measured else None,
     )
-    simulations = result.simulations_run
+    tally.close(result.simulations_run)
+    tally.to_come = 0
     sweep = None
     if up.loads:
-        n_sweep = 2 * len(set(up.loads))
+        sweep = load_sweep(
+            plan, up.loads, up.jobs, lambda k: tally.tick(k, n_sweep), cache, capacity
+        )
+        tally.close(n_sweep)
+    wall_s = time.perf_counter() - started
+    return summarize(plan, result, sweep, tally.done, wall_s, chosen)
 
-        def tick2(k):
-            tick(simulations + k, simulations + n_sweep)
 
-        sweep = load_sweep(plan, up.loads, up.jobs, tick2, cache)
-        simulations += sweep.simulations
-    return summarize(plan, result, sweep, simulations, time.perf_counter() - started)
+@dataclass(slots=True)
+class Tally:
+    """The study's progress as one count over its stages (capacity, attribution, load sweep):
+    runs done, and runs planned (those of the stage under way plus those known to come), so
+    neither figure ever goes back and the last is the number of simulations it reports."""
+
+    progress: Callable[[int, int], None] | None
+    to_come: int = 0  # runs of the later stages, known ahead
+    done: int = 0  # runs of the stages finished
+
+    def tick(self, done: int, planned: int) -> None:
+        """`done` of the `planned` runs of the stage under way."""
+        if self.progress:
+            self.progress(self.done + done, self.done + planned + self.to_come)
+
+    def close(self, runs: int) -> None:
+        """The stage under way finished, with `runs` runs."""
+        self.done += runs
 
 
 def summarize(
-    plan: Plan, r: Attribution, sweep: LoadSweep | None, simulations: int, wall_s: float
+    plan: Plan,
+    r: Attribution,
+    sweep: LoadSweep | None,
+    simulations: int,
+    wall_s: float,
+    auto_rate: AutoRate | None = None,
 ) -> UpgradeResult:
     rows = sorted(
         attribution_rows(plan, r),
         key=lambda row: (-abs(row.effect_pct[r.headline]), row.setting),
     )
-    before = Side(f"{plan.before.engine}@{plan.before.version}", *_metrics(r.before))
-    after = Side(f"{plan.after.engine}@{plan.after.version}", *_metrics(r.after))
+    everything = frozenset(range(len(plan.changes)))
+    before, after = (
+        Side(
+            f"{s.engine}@{s.version}",
+            *_metrics(r.outcome(subset)),
+            s.rule_set,
+            Overload.of((r.runs[(d, subset)] for d in r.seeds), r.seeds),
+        )
+        for s, subset in ((plan.before, frozenset()), (plan.after, everything))
+    )
+    cannot = _unpriced(plan, r)
     sides = pair(before.engine, after.engine, rows, plan.cfg.upgrade)
     top = leaders(rows, r.headline, r.change_pct[r.headline])
     alone = None
@@ -128,9 +179,23 @@ def summarize(
         restore_command=restore_command(plan, r),
         notes=plan.notes,
         wall_time_s=wall_s,
-        verdict=verdict(r, before, after, rows, sides, alone),
+        verdict=verdict(r, before, after, rows, sides, alone, cannot),
         config=plan.cfg,
+        auto_rate=auto_rate,
+        unpriced=cannot,
     )
+
+
+def _unpriced(plan: Plan, r: Attribution) -> tuple[Unpriced, ...]:
+    """The inert kernel changes whose run alone prices attention with the before version's
+    very table (unpriced.py): no evidence, whatever the attribution says."""
+    base = Figures.of(r.outcome(()))
+    found = (
+        unpriced(c.setting, c.name, c.before, c.after, base, Figures.of(r.outcome((i,))))
+        for i, c in enumerate(plan.changes)
+        if i in r.inert
+    )
+    return tuple(u for u in found if u is not None)
 
 
 def attribution_rows(plan: Plan, r: Attribution) -> list[AttributionRow]:
@@ -141,7 +206,7 @@ def attribution_rows(plan: Plan, r: Attribution) -> list[AttributionRow]:
         rows.append(
             AttributionRow(
                 setting=c.setting,
-                category=c.category.value,
+                category=c.group,
                 before=_plain(c.before),
                 after=_plain(c.after),
                 rule=c.rule_after,
@@ -156,6 +221,7 @@ def attribution_rows(plan: Plan, r: Attribution) -> list[AttributionRow]:
                 restore_flag=flag,
                 restore_note=why,
                 field=c.name,
+                setting_category=c.category.value,
             )
         )
     return rows

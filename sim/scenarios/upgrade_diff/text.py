@@ -1,10 +1,12 @@
-"""report.md's text for upgrade_diff, section by section: the verdict, the workload, the
-baseline, what changed, the attribution, the load sweep, what configuration does not
-explain, the flags that restore the old behaviour, and the method."""
+"""report.md's text for upgrade_diff, section by section: the verdict (with an overloaded
+side's judgement and every headline asked in the run dir), the workload, the baseline, what
+changed, the attribution, the load sweep, what configuration does not explain and the flags
+that restore the old behaviour (advice.py), and the method."""
 
 from __future__ import annotations
 
 from sim.report.figures import md_table
+from sim.scenarios.upgrade_diff.advice import restore, unexplained
 from sim.scenarios.upgrade_diff.headline import within_noise
 from sim.scenarios.upgrade_diff.load_sweep import appears_at
 from sim.scenarios.upgrade_diff.outcomes import METRICS
@@ -18,16 +20,38 @@ MATCH_WARN_PCT = 10.0  # a simulated before further than this from the baseline 
 def report_text(s: UpgradeResult, plots: dict) -> str:
     sides = pair(s.before.engine, s.after.engine, s.attribution, s.config.upgrade)
     lines = [f"# Upgrade diff: {sides.title}", "", f"**{s.verdict}**", ""]
+    lines += _overload(s)
+    lines += _other_headlines(s)
     lines += _workload(s)
     lines += _baseline(s)
     lines += _what_changed(s, sides)
     lines += _attribution(s, sides, plots)
     if s.load_sweep:
         lines += _load(s, plots)
-    lines += _unexplained(s)
-    lines += _restore(s)
+    lines += unexplained(s)
+    lines += restore(s)
     lines += _method(s)
     return "\n".join(lines)
+
+
+def _overload(s: UpgradeResult) -> list[str]:
+    """Each overloaded side's judgement, as python -m sim prints it (its first such seed)."""
+    lines = []
+    for side in (s.before, s.after):
+        if side.overload is not None and (warning := side.overload.warning(side.engine)):
+            lines += [warning, ""]
+    return lines
+
+
+def _other_headlines(s: UpgradeResult) -> list[str]:
+    """The verdicts of every headline asked in this run dir (history.py), this one marked."""
+    if not s.verdicts or len(s.verdicts) < 2:
+        return []
+    lines = ["## Every headline asked in this run dir", ""]
+    for metric, v in s.verdicts.items():
+        said = "this report's, above" if metric == s.headline else v["verdict"]
+        lines.append(f"- `upgrade.headline={metric}`: {said}")
+    return [*lines, ""]
 
 
 def _workload(s: UpgradeResult) -> list[str]:
@@ -174,17 +198,8 @@ def _by_category(s: UpgradeResult) -> list[str]:
     rows.append(("interaction", *(f"{s.interaction_pct[k]:+.1f}" for k in METRICS)))
     rows.append(("total change", *(f"{s.change_pct[k]:+.1f}" for k in METRICS)))
     lines = [md_table(rows, ("category", *(NAMES[k][0] for k in METRICS)))]
-    sb, sa = s.before.sim, s.after.sim
-    kernels_inert = any(r.inert and r.category == "kernels" for r in s.attribution)
-    nearest = "nearest to" in sb.attention_kernel or "nearest to" in sa.attention_kernel
-    if kernels_inert and nearest:
-        lines += [
-            "",
-            "Note: an inert kernel setting may be one the cost model cannot tell apart: "
-            f"attention is priced with {sb.attention_kernel} before and "
-            f"{sa.attention_kernel} after (no measured table for one of them on this "
-            "GPU).",
-        ]
+    for u in s.unpriced:  # inert because no table tells its two sides apart: no evidence
+        lines += ["", f"Note: {u.words}. Its 0 above is no evidence either way."]
     return lines
 
 
@@ -219,59 +234,6 @@ def _load(s: UpgradeResult, plots: dict) -> list[str]:
     return lines
 
 
-def _unexplained(s: UpgradeResult) -> list[str]:
-    lines = ["", "## Unexplained by configuration", ""]
-    if s.unexplained_pct is None:
-        lines.append(
-            "No real results of both versions were given (`upgrade.measured_before=PATH "
-            "upgrade.measured_after=PATH`, run dirs or vllm bench serve JSON), so the part of a "
-            "real change that configuration does not explain cannot be computed."
-        )
-        return lines
-    rows = [
-        (
-            NAMES[k][0],
-            f"{s.measured.change_pct[k]:+.1f}%",
-            f"{s.change_pct[k]:+.1f}%",
-            f"{v:+.1f}",
-        )
-        for k, v in s.unexplained_pct.items()
-    ]
-    header = ("metric", "measured change", "simulated change", "unexplained (points)")
-    lines.append(md_table(rows, header))
-    worst = max(s.unexplained_pct.items(), key=lambda kv: abs(kv[1]))
-    lines += ["", next_steps(worst[0], worst[1])]
-    return lines
-
-
-def _restore(s: UpgradeResult) -> list[str]:
-    rc = s.restore_command
-    minimal = ", ".join(s.minimal_set)
-    lines = ["", "## Restoring the old behaviour on the new version", ""]
-    if rc.minimal_command:
-        lines += [
-            f"{s.after.engine} with the minimal set set back ({minimal}):",
-            "",
-            "```bash",
-            rc.minimal_command,
-            "```",
-        ]
-    else:
-        lines.append(f"No engine flag sets the minimal set ({minimal or 'empty'}) back; see below.")
-    lines += [
-        "",
-        "Every changed setting set back (those that matter first):",
-        "",
-        "```bash",
-        rc.command,
-        "```",
-    ]
-    if rc.not_restorable:
-        lines += ["", "No flag restores:", ""]
-        lines += [f"- `{x.setting}`: {x.why}" for x in rc.not_restorable]
-    return lines
-
-
 def _method(s: UpgradeResult) -> list[str]:
     sh = s.shapley
     return [
@@ -285,22 +247,6 @@ def _method(s: UpgradeResult) -> list[str]:
         "are re-derived for each. See docs/upgrade_diff.md.",
         "",
     ]
-
-
-def next_steps(metric: str, points: float) -> str:
-    head = NAMES[metric][0]
-    if abs(points) < 5:
-        return (
-            f"Configuration explains the measured change to within {abs(points):.1f} points "
-            f"on every metric (largest: {head}): look no further than the settings above."
-        )
-    return (
-        f"{abs(points):.1f} points of the measured {head} change are not explained by any "
-        "configuration difference. Where to look next, in order: the kernels and libraries "
-        "the release ships (swap torch / FlashAttention / FlashInfer back with the new "
-        "engine), then the benchmark client (same client version, warm-up, concurrency), "
-        "then bisect the engine's commits between the two releases."
-    )
 
 
 def _v(value) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sim.config import UpgradeConfig
 from sim.scenarios.upgrade_diff.attribute import Attribution
+from sim.scenarios.upgrade_diff.caveats import overload_words, rules_words, same_settings_words
 from sim.scenarios.upgrade_diff.headline import (
     FLOOR_PCT,
     LARGEST,
@@ -22,6 +23,7 @@ from sim.scenarios.upgrade_diff.headline import (
 )
 from sim.scenarios.upgrade_diff.outcomes import Figures, adverse
 from sim.scenarios.upgrade_diff.result import AttributionRow, Side
+from sim.scenarios.upgrade_diff.unpriced import Unpriced, table
 
 NAMES = {
     "request_throughput": ("request throughput", "req/s", 2),
@@ -66,8 +68,8 @@ def mechanism(a: Figures, b: Figures) -> list[str]:
     h0, h1 = a.prefix_cache_hit_rate, b.prefix_cache_hit_rate
     if abs(h1 - h0) >= 0.05:
         found.append((abs(h1 - h0), f"prefix-cache hits {h0:.0%} -> {h1:.0%}"))
-    k0, k1 = a.attention_kernel, b.attention_kernel
-    if k0 != k1 or a.kernel_family != b.kernel_family:
+    k0, k1 = table(a.attention_kernel), table(b.attention_kernel)  # the tables that priced
+    if k0 != k1 or a.kernel_family != b.kernel_family:  # (one standing in for another: the same)
         what = f"{k0} -> {k1}" if k0 != k1 else f"{a.kernel_family} -> {b.kernel_family}"
         found.append((0.5, f"a different kernel ({what})"))
     blocks = rel(a.num_kv_blocks, b.num_kv_blocks)
@@ -138,21 +140,30 @@ def verdict(
     rows: Sequence[AttributionRow],
     sides: Pair,
     alone: Side | None = None,
+    unpriced: Sequence[Unpriced] = (),
 ) -> str:
     """The headline metric's change, the fewest settings beyond the noise that make up 70% of
     it and what offsets them, what the simulation shows moving (`alone`: the before version
-    with only the first of them changed), and which rule chose the headline."""
+    with only the first of them changed), and which rule chose the headline; first, when a
+    side ran overloaded, that; before the headline's rule, the kernel changes no table prices
+    and the releases resolved with another release's rules (caveats.py, unpriced.py)."""
     m = r.headline
     title, _, _ = NAMES[m]
     b, a = before.metrics[m], after.metrics[m]
     total = r.change_pct[m]
+    warn = overload_words(before, after, (sides.before, sides.after))
+    rules = rules_words(before, after)
     if not rows:
-        return f"No setting differs {sides.words}: the two runs are the same ({title} {fmt(m, b)})."
-    why = headline_words(r)
+        same = f"the two simulated runs are the same ({title} {fmt(m, b)})."
+        more = " ".join(x for x in (rules, same_settings_words(before, after)) if x)
+        return f"{warn}No setting differs {sides.words}: {same} {more}".rstrip()
+    cannot = [f"{u.words}." for u in unpriced]
+    why = " ".join([*cannot, *([rules] if rules else []), headline_words(r)])
     if abs(total) < 0.05:
-        return f"{title} is unchanged {sides.words} ({fmt(m, b)}). {why}"
+        return f"{warn}{title} is unchanged {sides.words} ({fmt(m, b)}). {why}"
     word = "rose" if total > 0 else "fell"
     lead = f"{title} {word} {abs(total):.1f}% ({fmt(m, b)} -> {fmt(m, a)}) {sides.words}"
+    lead = warn + lead
     if within_noise(total, r.change_ci_pct[m]):
         lead += f", not distinguishable from noise (± {r.change_ci_pct[m]:.1f} points)"
     top = leaders(rows, m, total)
@@ -209,7 +220,11 @@ def headline_words(r: Attribution) -> str:
         MEASURED: "it regressed in the measured before/after",
         THROUGHPUT: "it moved beyond the noise",
         LARGEST: "no throughput moved beyond the noise; "
-        + ("it got worst" if adverse(m, r.change_pct[m]) > 0 else "it changed most"),
+        + (
+            "it had the largest adverse change"
+            if adverse(m, r.change_pct[m]) > 0
+            else "it changed most"
+        ),
     }[rule]
     text = f"Headline: {NAMES[m][0]} ({reason}; set upgrade.headline to choose)."
     skip = set(THROUGHPUTS) if m in THROUGHPUTS else {m}
