@@ -11,6 +11,16 @@ one that crosses servers (tp x pp > gpus_per_node) goes over the server link of
 hardware/links.yaml, each GPU over its own NIC (or one after another when the servers share
 one): its latency plus the bytes at its rate.
 
+Tensor parallelism across servers (tp > gpus_per_node): a TP group's all-reduce is hierarchical,
+as NCCL runs it over several servers: each server reduces inside itself (reduce-scatter, then
+after the exchange an all-gather: the measured all-reduce of the GPUs a server holds), and in
+between each GPU reduces its 1/g shard with its peers on the other servers over its own NIC (a
+ring of N servers: 2(N - 1) transfers, each the server link's latency plus its bytes at the
+link's rate). The server link's latency is paid twice per server crossed on every all-reduce,
+which is what makes a TP group across servers slower per layer than one inside a server. (vLLM's
+custom all-reduce needs every rank on one server, so such a group runs NCCL even inside each
+server; the measured table of g GPUs, often the custom kernel's, is a lower estimate of it.)
+
 Tensor parallelism: the LM head is split over the vocabulary, so the logits of every sequence
 are gathered across the TP group each step (vLLM V0: a gather to the driver rank; V1: an
 all-gather, since every rank samples, vllm PR #9856). A ring gather moves the same bytes as
@@ -21,6 +31,8 @@ all-reduce of that size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from sim.cost.kernels import KernelPricer
 from sim.specs.hardware import Hardware
@@ -45,6 +57,12 @@ class Topology:
         g = self.gpus_per_node
         return any((boundary * tp + r) // g != ((boundary + 1) * tp + r) // g for r in range(tp))
 
+    def servers(self, gpus: int) -> int:
+        """Servers a group of `gpus` consecutive ranks spans (1 without a server link)."""
+        if self.node_link is None:
+            return 1
+        return -(-gpus // self.gpus_per_node)
+
     def crossings(self, tp: int, pp: int) -> int:
         """How many of the pp - 1 stage boundaries leave a server (none without a server link)."""
         if self.node_link is None:
@@ -52,13 +70,29 @@ class Topology:
         return sum(self.crosses_servers(tp, b) for b in range(pp - 1))
 
 
-def topology(tp: int, pp: int, gpus_per_node: int, node_link: str, hw: Hardware) -> Topology:
+def topology(
+    tp: int, pp: int, gpus_per_node: int, node_link: str, hw: Hardware, ep: int = 1
+) -> Topology:
     """Where a replica of tp x pp GPUs sits: the server link (hardware/links.yaml) only when
-    its pipeline stages span more than one server."""
+    the replica spans more than one server (its TP group, its pipeline stages, or its expert
+    group over the data-parallel ranks' GPUs)."""
     link = None
-    if pp > 1 and tp * pp > gpus_per_node:
+    if max(tp * pp, ep) > gpus_per_node:
         link = load_link(node_link, hw, hw)
     return Topology(gpus_per_node, link)
+
+
+def allreduce_s(pricer: KernelPricer, nbytes, gpus: int, topo: Topology) -> np.ndarray:
+    """Seconds of an all-reduce of `nbytes` (each GPU's tensor) over `gpus` consecutive ranks:
+    the measured table inside a server; across servers, hierarchical (the module's note)."""
+    servers = topo.servers(gpus)
+    if servers <= 1:
+        return pricer.allreduce_s(nbytes, gpus)
+    g = topo.gpus_per_node
+    link = topo.node_link
+    rate = link.bytes_per_s / (g if link.shared_by_gpus else 1)  # one GPU's share of its NIC
+    chunk = np.asarray(nbytes, dtype=np.float64) / g / servers  # one transfer of a GPU's shard
+    return pricer.allreduce_s(nbytes, g) + 2 * (servers - 1) * (link.latency_s + chunk / rate)
 
 
 def stage_send_s(
@@ -87,8 +121,10 @@ def stage_send_s(
     return total / (pp - 1)
 
 
-def logits_gather_s(pricer: KernelPricer, batch: int, vocab: int, tp: int) -> float:
+def logits_gather_s(
+    pricer: KernelPricer, batch: int, vocab: int, tp: int, topo: Topology | None = None
+) -> float:
     """Seconds to gather the step's logits (batch x vocab) over the TP group (0 when tp = 1)."""
     if tp <= 1 or batch <= 0:
         return 0.0
-    return 0.5 * float(pricer.allreduce_s(batch * vocab * LOGIT_BYTES, tp))
+    return 0.5 * float(allreduce_s(pricer, batch * vocab * LOGIT_BYTES, tp, topo or Topology()))

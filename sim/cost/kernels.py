@@ -3,7 +3,9 @@
 A calibrated profile holds, per kernel class, a Surface of log(measured / roofline) over the
 class's shape features (sim/cost/roofline.py), fitted to measured kernel tables by
 sim/calibrate/fitting.py; without one, the uncalibrated prior applies fixed efficiencies to the
-compute and memory terms.
+compute and memory terms. A surface below zero (a fitted kernel faster than its roofline:
+smoothing between measured shapes, or microbenchmark rows that kept their weights in L2, which a
+forward pass over many layers cannot) prices at the roofline: no kernel beats the GPU's peaks.
 All functions take numpy arrays and broadcast.
 """
 
@@ -18,6 +20,7 @@ from sim.cost.prior import CostProfile
 from sim.cost.roofline import (
     ACT_BYTES,
     WEIGHT_BYTES,
+    attention_dtype,
     causal_pairs,
     causal_pairs_scalar,
     compute_dtype,
@@ -137,12 +140,12 @@ class KernelPricer:
                 nbytes / (hw.hbm_bytes_per_s * p.memory_bandwidth_efficiency),
             )
         roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
-        return roof * np.exp(surface(feats))
+        return roof * np.exp(np.maximum(surface(feats), 0.0))  # never under the roofline
 
     def gemm_s(self, m, n, k, dtype: str = "bf16") -> np.ndarray:
         flops, nbytes, feats = gemm_shape(self.hardware, m, n, k, dtype)
         peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
-        return self._price(
+        seconds = self._price(
             self._surface("gemm", dtype),
             flops,
             nbytes,
@@ -150,6 +153,18 @@ class KernelPricer:
             peak,
             self.prior.gemm_flops_efficiency,
         )
+        return self._w8a8_ceiling(seconds, dtype, lambda: self.gemm_s(m, n, k, "bf16"))
+
+    def _w8a8_ceiling(self, seconds, dtype: str, bf16) -> np.ndarray:
+        """An FP8 GEMM run on FP8 tensor cores (W8A8: half the weight bytes at twice the
+        rate) is priced at most as the same shape in BF16. Measured FP8 linear ops slower
+        than that carry their activations' quantisation as a kernel of its own (a fixed
+        ~6 us at decode shapes: 13.7 against 7.4 us in BF16 at n=8192, k=1024 in TensorRT-LLM
+        1.3's H200 table, where block FP8 takes 6.4 us), which the engines fuse into the norm
+        or activation before the GEMM; real FP8 decodes run faster than such tables predict."""
+        if compute_dtype(self.hardware, dtype) != "fp8" or not dtype.startswith("fp8"):
+            return seconds
+        return np.minimum(seconds, bf16())
 
     def prefill_s(self, q, c, num_seqs, shape: AttentionShape) -> np.ndarray:
         """Per-sequence seconds of prefill attention (q new tokens after c cached): a batch
@@ -180,7 +195,7 @@ class KernelPricer:
             flops,
             nbytes,
             feats,
-            self.hardware.peak_flops_per_s("bf16"),
+            self.hardware.peak_flops_per_s(attention_dtype(self.hardware, shape.kv_dtype)),
             self.prior.attention_prefill_flops_efficiency,
         )
 
@@ -209,8 +224,8 @@ class KernelPricer:
             feats[0] = max(feats[0], feats[2] + 1.0)
         roof = max(flops / peak, nbytes / hbm)
         if fixed is None:
-            return roof * math.exp(surface.at([*feats, *head]))
-        return roof * math.exp(fixed.at(feats))
+            return roof * math.exp(max(surface.at([*feats, *head]), 0.0))
+        return roof * math.exp(max(fixed.at(feats), 0.0))  # (as _price: never under the roofline)
 
     def _prefill_terms(self, shape: AttentionShape) -> tuple:
         """What prefill_chunk_s reads of a shape, once per shape: its sizes as floats, the GPU's
@@ -224,7 +239,7 @@ class KernelPricer:
         fixed = None
         if surface is not None and len(surface.features) == 5:
             fixed = surface.fixing(head)
-        peak = hw.peak_flops_per_s("bf16")
+        peak = hw.peak_flops_per_s(attention_dtype(hw, shape.kv_dtype))
         terms = (heads, kv_heads, head_dim, float(shape.window), shape.kv_bytes, peak)
         return (*terms, hw.hbm_bytes_per_s, surface, head, fixed, shape)
 
@@ -244,15 +259,15 @@ class KernelPricer:
             shape.kv_bytes,
         )
         surface = self.decode_surface(shape, mixed)
+        hw = self.hardware
+        peak = hw.peak_flops_per_s(attention_dtype(hw, shape.kv_dtype))
         if surface is None:
-            hw, p = self.hardware, self.prior
+            p = self.prior
             return np.maximum(
-                flops / (hw.peak_flops_per_s("bf16") * p.attention_prefill_flops_efficiency),
+                flops / (peak * p.attention_prefill_flops_efficiency),
                 nbytes / (hw.hbm_bytes_per_s * p.attention_decode_bandwidth_efficiency),
             )
-        return self._price(
-            surface, flops, nbytes, feats, self.hardware.peak_flops_per_s("bf16"), 1.0
-        )
+        return self._price(surface, flops, nbytes, feats, peak, 1.0)
 
     def decode_surface(self, shape: AttentionShape, mixed: bool) -> Surface | None:
         """The surface decode_s prices `shape` with (recorded in `used`)."""
@@ -262,16 +277,22 @@ class KernelPricer:
         )
         return self._surface(kind, shape.backend, shape.kv_dtype)
 
-    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16") -> np.ndarray:
-        flops, nbytes, feats = moe_shape(self.hardware, tokens, hidden, inter, topk, experts, dtype)
+    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1) -> np.ndarray:
+        """Routed experts on one GPU (spread: the expert-parallel group, roofline.moe_shape)."""
+        flops, nbytes, feats = moe_shape(
+            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread
+        )
         peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
-        return self._price(
+        seconds = self._price(
             self._surface("moe", dtype),
             flops,
             nbytes,
             feats,
             peak,
             self.prior.gemm_flops_efficiency,
+        )
+        return self._w8a8_ceiling(
+            seconds, dtype, lambda: self.moe_s(tokens, hidden, inter, topk, experts, "bf16", spread)
         )
 
     def elementwise_s(self, nbytes, kind: str) -> np.ndarray:

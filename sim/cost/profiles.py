@@ -9,30 +9,16 @@ after) the engine version it simulates; kernel_check uses the family that matche
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from sim.cost.kernels import CommTable, KernelPricer
 from sim.cost.prior import PROFILE_DIR, CostProfile
 from sim.cost.surface import Surface
+from sim.engines.versions import release_key
 from sim.errors import UserError
 from sim.specs.cached import parsed
 from sim.specs.hardware import Hardware
-
-
-def _version_key(version: str) -> tuple:
-    """Release order: 1.3.0rc10 < 1.3.0rc15 < 1.3.0 < 1.3.0.post2 < 1.3.1."""
-    key = []
-    for part in version.split("."):
-        m = re.fullmatch(r"(\d*)(rc|a|b|post|dev)?(\d*)", part)
-        if m is None:
-            key.append((0, 0, 0))
-            continue
-        num, tag, tag_num = m.groups()
-        rank = 0 if tag is None else (1 if tag == "post" else -1)
-        key.append((int(num or 0), rank, int(tag_num or 0)))
-    return tuple(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +52,9 @@ class GpuProfile:
             mine = [f for f in names if f.startswith(engine + "@")]
 
             def key(f: str):
-                return _version_key(f.split("@")[1])
+                return release_key(f.split("@")[1])
 
-            earlier = [f for f in mine if key(f) <= _version_key(version)]
+            earlier = [f for f in mine if key(f) <= release_key(version)]
             if earlier:
                 return max(earlier, key=key)
             if mine:

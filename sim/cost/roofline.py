@@ -41,6 +41,13 @@ def compute_dtype(hw: Hardware, dtype: str) -> str:
     return base if base in ("fp8", "fp4") and base in hw.flops_per_s else "bf16"
 
 
+def attention_dtype(hw: Hardware, kv_dtype: str) -> str:
+    """The tensor-core rate attention runs at: FP8 over an FP8 KV cache where the GPU has an
+    FP8 rate (FlashAttention 3's and TensorRT-LLM's FP8 paths quantize the queries too, and
+    measured FP8 prefills beat the bf16 peak), else bf16."""
+    return "fp8" if kv_dtype == "fp8" and "fp8" in hw.flops_per_s else "bf16"
+
+
 # ---- rooflines and features, one pair per kernel class -------------------------------------
 def gemm_shape(hw: Hardware, m, n, k, dtype: str):
     """(FLOPs, bytes, features) of C[m,n] = A[m,k] @ W[k,n]."""
@@ -160,18 +167,26 @@ def decode_shape(hw, ctx, num_seqs, heads, kv_heads, head_dim, window, chunked, 
 DECODE_FEATURES = ("log2_keys", "log2_seqs_x_kv_heads", "log2_head_dim", "log2_gqa")
 
 
-def experts_touched(tokens, topk, experts) -> np.ndarray:
-    """Expected distinct experts a batch routes to (each token picks topk of `experts`)."""
-    tokens, topk, experts = (np.asarray(v, dtype=np.float64) for v in (tokens, topk, experts))
-    return experts * (1 - np.power(np.clip(1 - topk / experts, 0, 1), tokens))
+def experts_touched(tokens, topk, experts, spread=1) -> np.ndarray:
+    """Expected distinct experts, of the `experts` one GPU holds, that a batch routes to: each
+    token picks topk of all the experts. With expert parallelism the GPU holds 1/spread of
+    them and sees 1/spread of the token-expert choices (tokens = the batch's tokens / spread):
+    each of its experts is picked by some token with probability 1 - (1 - topk / all)^all
+    tokens (not all of them once topk exceeds the experts it holds)."""
+    tokens, topk, experts, spread = (
+        np.asarray(v, dtype=np.float64) for v in (tokens, topk, experts, spread)
+    )
+    missed = np.clip(1 - topk / (experts * spread), 0, 1)
+    return experts * (1 - np.power(missed, tokens * spread))
 
 
-def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype):
-    """(FLOPs, bytes, features) of the routed experts on one GPU (inter, experts: local)."""
+def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread=1):
+    """(FLOPs, bytes, features) of the routed experts on one GPU (inter, experts: local;
+    spread: the expert-parallel group, 1 without)."""
     tokens = np.asarray(tokens, dtype=np.float64)
     expert_params = 3.0 * np.asarray(hidden, dtype=np.float64) * inter
     flops = 2 * tokens * topk * expert_params
-    nbytes = experts_touched(tokens, topk, experts) * expert_params * WEIGHT_BYTES[dtype]
+    nbytes = experts_touched(tokens, topk, experts, spread) * expert_params * WEIGHT_BYTES[dtype]
     nbytes = nbytes + tokens * hidden * 2 * ACT_BYTES
     feats = _stack(log2(tokens * topk / experts), log2(experts), log2(expert_params))
     return flops, nbytes, feats

@@ -100,7 +100,8 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
     of the full vocabulary (every rank: V1 gathers the logits to all, V0 sizes the pool by the
     smallest rank's count, which is the sampling rank's); its peak bytes per entry come by
     release from profile_sampler_bytes_per_logit. Other engines: the forward plus fp32 logits,
-    or three fp32 copies of them (a prior).
+    or three fp32 copies of them (a prior), for max_num_seqs rows (SGLang: its largest CUDA-graph
+    batch, the one its reserve outside mem_fraction_static is sized for).
     """
     t = settings.max_num_batched_tokens
     h = model.hidden_size
@@ -119,7 +120,11 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
             settings.version, settings.scheduler != "vllm_v0"
         )
         return max(forward, t * h * ACT_BYTES + rows * model.vocab_size * per_logit)
-    logits = settings.max_num_seqs * model.vocab_size * LOGIT_BYTES
+    rows = settings.max_num_seqs
+    if settings.scheduler == "sglang":  # its reserve for activations (server_args) is sized
+        # by chunked_prefill_size and cuda_graph_max_bs: the batch it plans memory for
+        rows = min(rows, max(settings.cudagraph_capture_sizes, default=rows))
+    logits = rows * model.vocab_size * LOGIT_BYTES
     return max(forward + logits, SAMPLER_COPIES * logits)
 
 

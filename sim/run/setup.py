@@ -105,7 +105,7 @@ class Setup:
             self.prior,
             par.pp,
             par.ep,
-            topology(par.tp, par.pp, par.gpus_per_node, par.node_link, self.hardware),
+            topology(par.tp, par.pp, par.gpus_per_node, par.node_link, self.hardware, par.ep),
         )
 
     def engines(
