@@ -221,10 +221,10 @@ def test_tensorrt_llm_tables_fit_their_own_family(tmp_path):
 
 
 def test_release_order_knows_release_candidates_and_post_releases():
-    from sim.cost.profiles import _version_key
+    from sim.engines.versions import release_key
 
     order = ["0.5.6.post2", "0.5.9", "1.2.0rc5", "1.3.0rc10", "1.3.0rc15", "1.3.0", "1.3.0.post2"]
-    assert sorted(reversed(order), key=_version_key) == order
+    assert sorted(reversed(order), key=release_key) == order
     families = {f"trtllm@{v}": {} for v in ("1.2.0rc5", "1.3.0rc10", "1.3.0rc20")}
     profile = GpuProfile("h200", "trtllm@1.3.0rc20", families, None)
     assert profile.family_for("trtllm", "1.3.0rc15") == "trtllm@1.3.0rc10"

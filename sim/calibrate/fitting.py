@@ -22,6 +22,7 @@ from sim.cost.roofline import (
     MOE_FEATURES,
     PREFILL_FEATURES,
     WEIGHT_BYTES,
+    attention_dtype,
     compute_dtype,
     decode_shape,
     gemm_shape,
@@ -63,33 +64,39 @@ KNOTS = {
 
 
 # ---- targets: log(measured / roofline) and features per kernel class -----------------------
-def _targets(hw: Hardware, op: str, rows: pd.DataFrame, key: str):
-    """(features, y) for fitting one surface on rows of one kernel class and key."""
+def roofline(hw: Hardware, op: str, rows: pd.DataFrame, key: str):
+    """(features, roofline seconds) of rows of one kernel class and key: the least time the
+    GPU's datasheet peaks allow each call (a batch of attention: its sequences' sum)."""
     f = {c: rows[c].to_numpy(dtype=np.float64) for c in rows.columns if rows[c].dtype.kind in "fi"}
-    t = rows["latency_s"].to_numpy(dtype=np.float64)
-    bf16 = hw.peak_flops_per_s("bf16")
     if op == "gemm":
         flops, nbytes, x = gemm_shape(hw, f["m"], f["n"], f["k"], key)
         peak = hw.peak_flops_per_s(compute_dtype(hw, key))
-        roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
-    elif op == "moe":
+        return x, np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
+    if op == "moe":
         flops, nbytes, x = moe_shape(
             hw, f["tokens"], f["hidden"], f["inter"], f["topk"], f["experts"], key
         )
         peak = hw.peak_flops_per_s(compute_dtype(hw, key))
-        roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
-    elif op == "elementwise":
-        x, roof = np.log2(f["nbytes"])[:, None], f["nbytes"] / hw.hbm_bytes_per_s
+        return x, np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
+    if op == "elementwise":
+        return np.log2(f["nbytes"])[:, None], f["nbytes"] / hw.hbm_bytes_per_s
+    kv_dtype = key.split("/")[1]
+    shape = (f["heads"], f["kv_heads"], f["head_dim"], np.nan_to_num(f["window"]), False,
+             WEIGHT_BYTES[kv_dtype])  # fmt: skip
+    if op == "attention_prefill":
+        flops, nbytes, x = prefill_shape(hw, f["q"], f["ctx"], f["batch"], *shape)
     else:
-        floor = attention_floor(t)
-        t = np.maximum(t - floor, 0.1 * t)
-        kvb = WEIGHT_BYTES[key.split("/")[1]]
-        shape = (f["heads"], f["kv_heads"], f["head_dim"], np.nan_to_num(f["window"]), False, kvb)
-        if op == "attention_prefill":
-            flops, nbytes, x = prefill_shape(hw, f["q"], f["ctx"], f["batch"], *shape)
-        else:
-            flops, nbytes, x = decode_shape(hw, f["ctx"], f["batch"], *shape)
-        roof = f["batch"] * np.maximum(flops / bf16, nbytes / hw.hbm_bytes_per_s)
+        flops, nbytes, x = decode_shape(hw, f["ctx"], f["batch"], *shape)
+    peak = hw.peak_flops_per_s(attention_dtype(hw, kv_dtype))
+    return x, f["batch"] * np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
+
+
+def _targets(hw: Hardware, op: str, rows: pd.DataFrame, key: str):
+    """(features, y) for fitting one surface on rows of one kernel class and key."""
+    x, roof = roofline(hw, op, rows, key)
+    t = rows["latency_s"].to_numpy(dtype=np.float64)
+    if op.startswith("attention"):  # the launch floor is paid once a step, apart
+        t = np.maximum(t - attention_floor(t), 0.1 * t)
     return x, np.log(t / roof)
 
 
@@ -114,7 +121,7 @@ def _fit_surface(hw: Hardware, op: str, key: str, rows: pd.DataFrame) -> dict:
     return surface.to_dict() | {"train_rows": int(ok.sum())}
 
 
-def _key(op: str, rows: pd.DataFrame) -> pd.Series:
+def key_of(op: str, rows: pd.DataFrame) -> pd.Series:
     if op in ("gemm", "moe"):
         return rows["dtype"]
     if op.startswith("attention"):
@@ -198,9 +205,8 @@ def _fit_mixed_decode(hw: Hardware, mixed: pd.DataFrame, family: dict) -> dict:
             False,
             WEIGHT_BYTES[kv_dtype],
         )
-        roof = f["n_decode"] * np.maximum(
-            flops / hw.peak_flops_per_s("bf16"), nbytes / hw.hbm_bytes_per_s
-        )
+        peak = hw.peak_flops_per_s(attention_dtype(hw, kv_dtype))
+        roof = f["n_decode"] * np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
         surface = grid(DECODE_FEATURES, KNOTS["attention_decode"]).fitted(
             x, np.log(rest / roof), SMOOTHING
         )
@@ -219,7 +225,7 @@ def fit_family(hw: Hardware, obs: pd.DataFrame, held: np.ndarray, base: dict | N
         rows = train[train["op"] == op]
         if not len(rows):
             continue
-        for key, group in rows.groupby(_key(op, rows)):
+        for key, group in rows.groupby(key_of(op, rows)):
             if len(group) < 5:
                 continue
             name = f"{op}/{key}"

@@ -21,7 +21,9 @@ import yaml
 from sim.calibrate.check import mape_pct, predict
 from sim.calibrate.fitting import HELD_OUT_FRACTION, SEED, SMOOTHING, fit_family, pricer_for, split
 from sim.calibrate.kernel_tables import read_tables
+from sim.calibrate.peaks import data_errors, summarise
 from sim.calibrate.report import held_out_errors, round_error
+from sim.engines.versions import release_key
 from sim.specs.hardware import load_hardware
 
 
@@ -66,9 +68,43 @@ SOURCES = (
     ),
 )
 
+# A family's measured surface that does not describe the kernel its release ran, replaced by
+# the same kernel class measured for the next release that has it, with the evidence.
+SUPERSEDED = {
+    ("vllm@0.14.0", "gemm/fp8"): (
+        "the 0.14 collection times per-tensor FP8 GEMMs (vLLM's CUTLASS scaled_mm, its only "
+        "per-tensor FP8 path on Hopper since 0.5) up to 2x slower than its own BF16 GEMMs at "
+        "decode shapes (m <= 64; n=8192, k=1024: 15.3 us against 8.4 us on the H100), while "
+        "every later collection (0.18, 0.19, 0.24, whose kernel_source names "
+        "CutlassFP8ScaledMMLinearKernel) times the same kernel at or under BF16, as half the "
+        "weight bytes predict; FP8 decodes of the releases it priced ran faster than it "
+        "predicts (issue 43)"
+    ),
+}
+
 # torch@ is calibration/profile_gpu.py; TensorRT-LLM's attention tables are its TRTLLM backend
 FAMILIES = ("vllm@", "sglang@", "trtllm@", "vidur", "torch@")
 REUSE_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def _supersede(families: dict) -> None:
+    """Replace each SUPERSEDED surface by the next measured release's, noting why."""
+    for (family, key), why in SUPERSEDED.items():
+        fam = families.get(family)
+        if fam is None or key not in fam["surfaces"]:
+            continue
+        engine = family.split("@")[0]
+        later = sorted((f for f in families if f.startswith(engine + "@") and f != family
+                        and key in families[f]["surfaces"] and _release(f) > _release(family)),
+                       key=_release)  # fmt: skip
+        if not later:
+            continue
+        fam["surfaces"][key] = families[later[0]]["surfaces"][key]
+        fam["notes"][key] = f"{later[0]}'s surface, not this collection's: {why}"
+
+
+def _release(family: str) -> tuple:
+    return release_key(family.split("@")[1])
 
 
 def _cross_model(hw, obs, source: Source, base: dict | None) -> list[dict]:
@@ -120,7 +156,14 @@ def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> 
     obs = obs[folder.isna() | folder.eq(engine)]
     # weight formats the simulator has no name for (SGLang's int8 weight-only GEMMs) are left out
     obs = obs[~(obs["op"].isin(["gemm", "moe"]) & obs["dtype"].isna())]
+    # rows faster than the GPU's peaks allow are data errors: left out, and named in the report
+    errors = data_errors(hw, obs)
+    obs = obs.drop(index=errors.index)
     families, report = {}, {"gpu": source.gpu, "families": {}}
+    report["data_errors"] = summarise(errors, data_root)
+    if len(errors):
+        log(f"  {source.gpu}: {len(errors):,} measured rows faster than the GPU's peaks allow, "
+            "left out of the fit (fit-report.md names each table and its worst row)")  # fmt: skip
     order = sorted(obs["family"].unique(), key=lambda f: (f == "vidur", f))  # kernel tables first
     for family in order:
         rows = obs[obs["family"] == family]
@@ -149,6 +192,7 @@ def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> 
             f"  {source.gpu} {family}: {len(rows)} rows, {len(fam['surfaces'])} surfaces, "
             f"{time.perf_counter() - started:.1f}s"
         )
+    _supersede(families)
     if any(obs["family"] == "vidur"):
         base = families.get(source.default_family, {}).get("surfaces")
         report["cross_model"] = _cross_model(hw, obs.reset_index(drop=True), source, base)

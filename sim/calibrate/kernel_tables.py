@@ -212,7 +212,8 @@ def _aic_common(df: pd.DataFrame, path: Path) -> dict:
     device = str(first.get("device", ""))
     folder = path.parents[3].name if len(path.parents) > 3 else ""
     gpu = DEVICE_GPU.get(device) or FOLDER_GPU.get(folder, folder)
-    return {"family": f"{framework}@{version}", "gpu": gpu, "model": "", "source": str(path)}
+    return {"family": f"{framework}@{version}", "gpu": gpu, "model": "", "source": str(path),
+            "row": df.index.to_numpy()}  # fmt: skip
 
 
 def _backend(kernel: pd.Series, gpu: str, family: str = "") -> np.ndarray:
@@ -276,7 +277,18 @@ def _aic_decode(df, path):
 
 
 def _aic_moe(df, path):
-    df = df[df["distribution"] == "balanced"]
+    """Balanced routing of gated (SwiGLU) experts, without expert parallelism. Non-gated
+    experts (two matrices, kernel_source *_nongated) are another kernel than the catalogue's
+    models run. An expert-parallel rank (moe_ep_size > 1) runs num_experts / ep whole experts
+    on the 1/ep of the pairs routed to them: read at those features, its rows run slower than
+    a tensor-parallel slice of every expert at the same ones, and fitted together they raise
+    every MoE price (H100 gpt-oss-20b TPOT +7%, further from the measured runs), so they are
+    left out until a feature tells the two apart; the cost model prices an EP rank at its
+    own shape (sim/cost/step.py, roofline.experts_touched's spread)."""
+    gated = True
+    if "kernel_source" in df:
+        gated = ~df["kernel_source"].astype(str).str.contains("nongated")
+    df = df[(df["distribution"] == "balanced") & gated & (df["moe_ep_size"] == 1)]
     c = _aic_common(df, path) if len(df) else {}
     return frame(
         {
@@ -287,7 +299,7 @@ def _aic_moe(df, path):
             "hidden": df["hidden_size"].to_numpy(float),
             "inter": (df["inter_size"] / df["moe_tp_size"]).to_numpy(float),
             "topk": df["topk"].to_numpy(float),
-            "experts": (df["num_experts"] / df["moe_ep_size"]).to_numpy(float),
+            "experts": df["num_experts"].to_numpy(float),
             "latency_s": df["latency"].to_numpy() * 1e-3,
             **c,
         },

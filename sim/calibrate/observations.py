@@ -2,7 +2,8 @@
 
 Every measured row becomes: the kernel class (`op`), its shape in the columns the pricing
 functions take, `family` (whose kernels were measured: engine@version or a source), `gpu`
-(catalogue name), `model` (for per-model tables), `latency_s`, and `source` (the file).
+(catalogue name), `model` (for per-model tables), `latency_s`, `source` (the file) and `row`
+(its position there, where the reader keeps it).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ COLUMNS = [
     "kv_decode",
     "latency_s",
     "source",
+    "row",  # the row's position in its source table (kernel tables), for naming it
 ]
 
 

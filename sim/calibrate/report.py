@@ -108,6 +108,7 @@ def write_report(reports: list[dict], path: Path) -> None:
     ]
     for report in reports:
         lines += [f"## {report['gpu']}", ""]
+        lines += _data_errors(report.get("data_errors", []))
         for family, errors in report["families"].items():
             lines += [
                 f"### {family}",
@@ -138,3 +139,25 @@ def write_report(reports: list[dict], path: Path) -> None:
                 )
             lines.append("")
     path.write_text("\n".join(lines) + "\n")
+
+
+def _data_errors(errors: list[dict]) -> list[str]:
+    """The measured rows left out for running faster than the GPU's peaks (calibrate/peaks.py)."""
+    if not errors:
+        return ["No measured row runs faster than the GPU's datasheet peaks allow.", ""]
+    lines = [
+        f"**Data errors**: {sum(e['rows'] for e in errors):,} measured rows run faster than the "
+        "GPU's datasheet peaks allow (their FLOPs at the tensor-core peak, their bytes at the HBM "
+        "peak; beyond 1% rounding), mostly microbenchmarks whose operands stayed in L2. They are "
+        "left out of the fit. Per table, the worst row (its position in the table, from 0):",
+        "",
+        "| table | kernel class | rows left out | worst row | its shape | measured / least |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in errors:
+        row = "" if e["worst_row"] is None else f"{e['worst_row']:,}"
+        lines.append(
+            f"| `{e['table']}` | {e['op']} | {e['rows']:,} | {row} | {e['worst_shape']} | "
+            f"{e['worst_ratio']:.3f} |"
+        )
+    return [*lines, ""]
