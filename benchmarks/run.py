@@ -241,6 +241,7 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
     data = CONFIGS[name](work) | {"output": {"report": False, "progress": False}}
     cfg = SimConfig.from_mapping(data)
     timers = _split_timers() if split else None
+    audit_s = _audit_timer()
     started = time.perf_counter()
     result = simulate(cfg)
     wall = time.perf_counter() - started
@@ -250,6 +251,10 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
         "finished": sim["finished"],
         "fast_forwarded_steps": sim["fast_forwarded_steps"],
         "sim_time_s": round(sim["sim_time_s"], 3),
+        # the physics audit's share of the wall time (sim/run/audit.py: after the run)
+        "audit_s": round(audit_s[0], 4),
+        "audit_pct": round(100 * audit_s[0] / wall, 2),
+        "audit_violations": result.summary["audit"]["violations"],
     }
     if timers is not None:
         single, runs = timers["step"], timers["run"]
@@ -262,6 +267,23 @@ def run_one(name: str, work: Path, split: bool = False) -> dict:
             "rest_s": round(wall - single["s"] - run_s, 2),
         }
     return out
+
+
+def _audit_timer() -> list[float]:
+    """Seconds spent in the physics audit (its step and price checks), summed as they run."""
+    from sim.run.audit import PhysicsAudit
+
+    spent = [0.0]
+    for method in ("check_steps", "finish"):
+        real = getattr(PhysicsAudit, method)
+
+        def timed(self, *args, _real=real):
+            t = time.perf_counter()
+            _real(self, *args)
+            spent[0] += time.perf_counter() - t
+
+        setattr(PhysicsAudit, method, timed)
+    return spent
 
 
 def _split_timers() -> dict:
@@ -549,6 +571,11 @@ def main() -> None:
             f"{out['us_per_step']:>9.1f} {out['sim_s_per_wall_s']:>13.1f}",
             flush=True,
         )
+        if "audit_s" in out:
+            print(
+                f"{'':<10} physics audit {out['audit_s']} s ({out['audit_pct']}% of the wall "
+                f"time), {out['audit_violations']} violations"
+            )
         if "overhead_cpu_s_per_point" in out:
             print(
                 f"{'':<10} {out['simulation_s']} s simulating (all runs); the rest, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +11,16 @@ import pytest
 from sim.config import SimConfig
 from sim.cost.prior import CostProfile
 from sim.paths import SHARED_DATA_DIR
+from sim.run.audit import STRICT_ENV, PhysicsAudit, audit_record, enforce, longest_request
 from sim.run.driver import run_loop
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
 from sim.workload.generate import generate
+
+# Every simulation of the suite, in this process or a child (python -m sim, joblib and Ray
+# workers), raises AuditError on a figure beyond what the hardware allows (sim/run/audit.py);
+# a test of the audit's own warning sets SIM_AUDIT otherwise for itself.
+os.environ[STRICT_ENV] = "strict"
 
 # Every file a run writes into its run dir (besides .hydra/).
 RUN_FILES = (
@@ -84,7 +91,12 @@ def run_plain(cfg: SimConfig, check_every_step: bool = False):
             return out
 
         engine.advance = checked
-    return run_loop(workload, engine), engine, workload
+    outcome = run_loop(workload, engine)
+    audit = PhysicsAudit(engine.cost, setup.memory, setup.hardware)  # as simulate() audits
+    audit.check_steps(engine.steps.frame())
+    audit.finish(setup.settings.scheduler, longest_request(workload))
+    enforce(audit_record([audit]))
+    return outcome, engine, workload
 
 
 def run_task_into(out: Path, monkeypatch, overrides) -> dict:

@@ -151,13 +151,48 @@ Kernel classes priced with: {priced}.
 ## Resolved engine settings
 
 {md_table(settings, ("setting", "value", "category", "rule"))}
-
+{_audit_section(s.get("audit"))}
 Files: `summary.json` (these figures, vllm bench field names), `requests.parquet` (one row per
 request), `steps.parquet` (one row per engine step).
 """
     for figure in pending:  # report.html embeds them
         figure.result()  # a figure that failed raises here
     return write_md_html(out_dir, text)
+
+
+AUDIT_CHECKS = {
+    "hbm_bandwidth": "each step's weights and touched experts within HBM bandwidth",
+    "tensor_flops": "each step's GEMM FLOPs within the tensor-core peaks",
+    "kernel_prices": "the kernels at the run's shapes within their bytes and FLOPs at the peaks",
+    "link_bandwidth": "every collective within the links it crosses",
+    "memory": "the memory plan within the engine's share and the GPU",
+}
+
+
+def _audit_section(audit: dict | None) -> str:
+    """The physics audit (sim/run/audit.py): what was checked, and the tightest of each."""
+    if not audit:
+        return ""
+    rows = [
+        (AUDIT_CHECKS.get(name, name), f"{t['checked']:,}", f"{t['violations']:,}",
+         f"{t['worst']['ratio']:.3g}: {t['worst']['subject']}, {t['worst']['where']}")
+        for name, t in audit["checks"].items() if t["worst"]
+    ]  # fmt: skip
+    found = (
+        "**no figure beyond what the hardware allows**"
+        if not audit["violations"]
+        else f"**{audit['violations']:,} figure(s) beyond what the hardware allows**; the worst: "
+        f"{audit['worst']['subject']}, {audit['worst']['where']}: {audit['worst']['detail']}"
+    )
+    return f"""
+## Physics audit
+
+{audit["checked_steps"]:,} steps, the kernels priced at their shapes and the memory plan, held
+against the GPU's and the links' limits: {found}. A ratio is the least time (or memory) physics
+needs over what the run gave it: 1 is at the limit.
+
+{md_table(rows, ("check", "checked", "violations", "closest to its limit"))}
+"""
 
 
 def _timeline_section(out_dir: Path) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from sim.config import SimConfig
 from sim.errors import UserError
+from sim.run.audit import PhysicsAudit, audit_record, enforce, longest_request
 from sim.run.driver import Progress, check_conservation, run_simpy
 from sim.run.engine import warm_prefix_caches
 from sim.run.metrics import StepLog, requests_frame, sim_figures
@@ -116,6 +117,7 @@ def simulate_colocated(
 def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started) -> RunResult:
     phase_log = PhaseLog() if cfg.trace else None
     engines = setup.engines(log, phases=phase_log, measure_from=workload.warmup)
+    log.audit = audit = PhysicsAudit(engines[0].cost, setup.memory, setup.hardware)
     if workload.cache_warm:
         warm_prefix_caches(engines, workload)
     outcome = run_simpy(
@@ -136,6 +138,7 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
         steps = streamed.sample
     else:
         steps = log.frame()
+        audit.check_steps(steps)
     itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
     summary, _, window = headline(cfg, workload, requests, itl)
     summary["sim"] = sim_figures(log, requests, setup.memory.num_blocks) | {
@@ -151,6 +154,10 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
+    # after the pricing record above: the audit prices the run's shapes afresh
+    audit.finish(setup.settings.scheduler, longest_request(workload))
+    summary["audit"] = audit_record([audit])
+    enforce(summary["audit"])
     phases = None
     if cfg.trace:
         finish = dict(zip(requests["request_id"].tolist(), requests["finish_s"].tolist(),

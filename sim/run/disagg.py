@@ -19,6 +19,7 @@ import pandas as pd
 from sim.config import PoolConfig, SimConfig
 from sim.errors import UserError
 from sim.kv.transfer import Pair
+from sim.run.audit import PhysicsAudit, audit_record, enforce, longest_request
 from sim.run.disagg_driver import TTFT_PARTS, check_disagg_conservation, run_disagg
 from sim.run.engine import warm_prefix_caches
 from sim.run.metrics import StepLog, requests_frame, sim_figures
@@ -156,7 +157,28 @@ def simulate_disagg(
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = dec.settings.as_mapping()
     summary["memory_plan"] = dec.memory.record()
+    engines = {"prefill": prefill, "decode": decode}
+    transfers = result.transfers.columns()
+    audits = audit_pools(pools, engines, logs, transfers, longest_request(workload))
+    summary["audit"] = audit_record(audits)
+    enforce(summary["audit"])
     return RunResult(dec, workload, requests, steps, summary, itl)
+
+
+def audit_pools(
+    pools: Pools, engines: dict, logs: dict[str, StepLog], transfers: dict, longest: int
+) -> list:
+    """The physics audit of each pool, the KV transfers between them with the decode pool's
+    (`longest`: the workload's longest request, sim/run/audit.py longest_request)."""
+    audits = []
+    for name in POOLS:
+        setup = getattr(pools, name)
+        audit = PhysicsAudit(engines[name][0].cost, setup.memory, setup.hardware, f"{name} pool: ")
+        audit.check_steps(logs[name].frame())
+        audit.finish(setup.settings.scheduler, longest)
+        audits.append(audit)
+    audits[-1].check_transfers(transfers, pools.pair)
+    return audits
 
 
 def with_transfers(requests: pd.DataFrame, columns: dict) -> pd.DataFrame:

@@ -48,6 +48,7 @@ class StepLog:
         self.sink = sink
         self.chunk_rows = chunk_rows or STEP_CHUNK_ROWS
         self.flushed: list[dict] = []  # step_totals() of each chunk written out
+        self.audit = None  # a PhysicsAudit (sim/run/audit.py) that checks each chunk written
 
     def __len__(self) -> int:
         return len(self.columns["start_s"]) + sum(t["steps"] for t in self.flushed)
@@ -106,6 +107,8 @@ class StepLog:
         """Write the steps held to the sink and drop them, keeping their totals."""
         chunk = self.frame()
         self.flushed.append(step_totals(chunk))
+        if self.audit is not None:
+            self.audit.check_steps(chunk)
         self.sink.write(chunk)
         self.columns = {name: array(code) for name, code in STEP_COLUMNS.items()}
 

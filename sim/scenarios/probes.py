@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from sim.config import SimConfig
+from sim.run.audit import merge_records
 from sim.run.disagg_driver import TTFT_PARTS
 from sim.run.simulate import simulate
 
@@ -46,7 +47,7 @@ def seed_figures(cfg: SimConfig) -> dict[str, float]:
     """One simulation (in a fan_out worker): the figures a probe keeps, by name; a
     disaggregated run adds the mean TTFT parts, the pools' busy fractions and the transfers."""
     s = simulate(cfg).summary
-    kept = {k: s[k] for k in KEPT}
+    kept = {k: s[k] for k in KEPT} | {"audit": s["audit"]}  # (the physics audit: not a figure)
     if (d := s.get("disagg")) is not None:
         kept |= {f"ttft_{p}_ms": d["ttft_split_ms"][p]["mean"] for p in TTFT_PARTS}
         kept |= {f"{pool}_busy": d[pool]["busy_fraction"] for pool in ("prefill", "decode")}
@@ -101,6 +102,11 @@ class Seeded:
 
 
 OVERLOADED = Seeded((), "overloaded", math.nan, math.nan)
+
+
+def probes_audit(seeded: list[Seeded]) -> dict:
+    """The physics audit of every run behind these configurations (summary.json `audit`)."""
+    return merge_records([run.get("audit") for s in seeded for run in s.runs])
 
 
 def settle(

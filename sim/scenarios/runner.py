@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from sim.cli import to_sim_config
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, ProgressLines
+from sim.run.audit import warning_line
 from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
 from sim.scenarios.protocol import Scenario
 from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line
@@ -146,4 +147,6 @@ def _run(scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool) -> d
         result = scenario.run(cfg, out_dir, bar)
     scenario.write(result, out_dir)
     scenario.brief(result, out_dir, sweeping)
+    if line := warning_line(result.summary.get("audit")):  # every task that audits its runs
+        print(line, file=sys.stderr)
     return result.summary

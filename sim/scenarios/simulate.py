@@ -1,7 +1,8 @@
 """task=simulate (the default, and every point of a sweep): one simulation and its run dir.
 
 summary.json      vllm bench serve's fields, `sim` (the simulator's own figures), the
-                  config, the resolved engine settings and the memory plan
+                  config, the resolved engine settings, the memory plan and the physics
+                  audit (sim/run/audit.py; the runner warns of a violation in one line)
 requests.parquet  one row per request; steps.parquet one row per engine step
 report.md / .html and its plots (output.report=true), phases.parquet, trace.json and
                   timeline.png / .svg (trace=true)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from sim.config import SimConfig
-from sim.scenarios.probes import Seeded, Verdict
+from sim.scenarios.probes import Seeded, Verdict, probes_audit
 from sim.specs.hardware import Hardware
 
 
@@ -226,5 +226,6 @@ class CapacityResult:
                 "workload": self.workload,
                 "num_requests": self.num_requests,
                 "wall_time_s": self.wall_time_s,
+                "audit": probes_audit([p.seeded for p in self.probes]),
             }
         )

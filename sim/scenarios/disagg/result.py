@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sim.run.disagg_driver import TTFT_PARTS
 from sim.scenarios.capacity.result import Probe as CapacityProbe
 from sim.scenarios.capacity.result import ReplicaAnswer
-from sim.scenarios.probes import Seeded, Verdict
+from sim.scenarios.probes import Seeded, Verdict, probes_audit
 from sim.specs.links import Link
 
 KEYS = (  # the mean over the seeds of each, in probes.csv
@@ -162,4 +162,6 @@ class DisaggResult:
             "simulations_run": self.simulations_run,
             "colocated": self.colocated.record() if self.colocated is not None else None,
             "wall_time_s": self.wall_time_s,
+            "audit": probes_audit([p.seeded for p in self.probes] + (
+                [p.seeded for p in self.colocated.probes] if self.colocated else [])),
         }

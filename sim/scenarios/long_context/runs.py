@@ -236,6 +236,7 @@ class EngineRun:
     sim_s: float  # when the last step ended
     num_steps: int
     memory_plan: dict  # the run's summary["memory_plan"], written out as it is
+    audit: dict | None = None  # the run's physics audit (summary.json audit)
 
 
 def simulate_run(cfg: SimConfig, model: ModelSpec, workload: Workload, keep: bool) -> EngineRun:
@@ -250,6 +251,7 @@ def simulate_run(cfg: SimConfig, model: ModelSpec, workload: Workload, keep: boo
         sim_s=float((steps["start_s"] + steps["duration_s"]).max()) if len(steps) else 0.0,
         num_steps=len(steps),
         memory_plan=result.summary["memory_plan"],
+        audit=result.summary["audit"],
     )
 
 

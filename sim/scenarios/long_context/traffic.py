@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from sim.cost.step import CostModel
+from sim.run.audit import merge_records
 from sim.scenarios.long_context.arithmetic import Fit, walk_prefill
 from sim.scenarios.long_context.runs import (
     TAIL_S,
@@ -97,12 +98,14 @@ class EngineRuns:
     memory_plan: dict  # the simulated run's memory plan, written out as it is
     totals: RunTotals
     traffic: Traffic | None
+    audit: dict | None = None  # the physics audit of every engine run (merge_records)
 
     @property
     def summary(self) -> dict:
         """The keys these runs add to summary.json (ttft_s and decode_ms_per_token replace
         the walk's in place: Study.summary)."""
-        out = {"memory_plan_simulated": self.memory_plan, "engine_runs": asdict(self.totals)}
+        out = {"memory_plan_simulated": self.memory_plan, "engine_runs": asdict(self.totals),
+               "audit": self.audit}  # fmt: skip
         if self.traffic is not None:
             own = self.traffic.engine_run
             out["cotenant"] = {"with": asdict(own.with_long), "without": asdict(own.without_long)}
@@ -188,7 +191,8 @@ def engine_runs(ctx: Context, fit: Fit, cost: CostModel, step_s: float, progress
             if v == engine:
                 shown = with_run
         traffic = Traffic(tuple(rows), background.description, shown, k, tuple(not_run))
-    return EngineRuns(solo.ttft_s, solo.tpot_ms, results[0].memory_plan, totals, traffic)
+    audit = merge_records([r.audit for r in results])
+    return EngineRuns(solo.ttft_s, solo.tpot_ms, results[0].memory_plan, totals, traffic, audit)
 
 
 def _budget_run(

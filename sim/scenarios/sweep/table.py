@@ -75,6 +75,8 @@ def _metrics(summary: dict) -> dict:
     out |= {k: sim[k] for k in SIM_COLUMNS if k in sim}
     if (o := sim.get("overload")) and o["overloaded"] is not None:  # judged (sim/run/summary.py)
         out |= {k: o[k] for k in ("overloaded", "offered_rate", "served_rate")}
+    if (a := summary.get("audit")) is not None:  # the physics audit (sim/run/audit.py)
+        out["audit_violations"] = a["violations"]
     if d := summary.get("disagg"):  # a disaggregated run: its GPUs, transfers, TTFT parts
         out |= {"gpus": d["gpus"], "kv_transfer_mean_ms": d["transfer"]["mean_ms"]}
         out |= {f"mean_ttft_{p}_ms": v["mean"] for p, v in d["ttft_split_ms"].items()}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from sim.config import SimConfig
 from sim.errors import UserError
+from sim.run.audit import merge_records
 from sim.run.phases import phase_totals
 from sim.run.simulate import simulate
 from sim.run.summary import RunResult
@@ -49,6 +50,7 @@ class LessonRuns:
             ],
             "simulation_wall_time_s": self.simulation_wall_time_s,
             "wall_time_s": self.wall_time_s,
+            "audit": merge_records([r.summary["audit"] for r in self.results], labels),
         }
 
 

@@ -2,7 +2,8 @@
 
 An outcome is the JSON a finished mixture leaves in RUN_DIR/simulations/ (a rerun resumes
 from it): the bench metrics by name, under "sim" the simulator's figures that show a
-mechanism, and under "overload" the run's overload judgement (summary.json sim.overload).
+mechanism, under "overload" the run's overload judgement (summary.json sim.overload) and
+under "audit" its physics audit (summary.json audit).
 Figures is those figures as a record, for the report and the verdict.
 """
 
@@ -57,6 +58,8 @@ class Figures:
 
 
 OVERLOAD = "overload"  # an outcome's key for the run's overload judgement (not a number)
+AUDIT = "audit"  # an outcome's key for the run's physics audit (summary.json audit)
+NOT_NUMBERS = ("sim", OVERLOAD, AUDIT)
 
 
 def outcome(result) -> dict:
@@ -84,6 +87,7 @@ def outcome(result) -> dict:
         "kernel_family": str(sim.get("kernel_family") or "prior"),
     }
     out[OVERLOAD] = sim.get("overload")
+    out[AUDIT] = s.get("audit")
     return out
 
 
@@ -153,14 +157,14 @@ def numbers(outcome: dict) -> dict:
     same numbers did the same thing, whatever the kernel tables they were priced with are
     called."""
     sim = {k: v for k, v in outcome["sim"].items() if not isinstance(v, str)}
-    return {k: v for k, v in outcome.items() if k not in ("sim", OVERLOAD)} | sim
+    return {k: v for k, v in outcome.items() if k not in NOT_NUMBERS} | sim
 
 
 def mean_outcome(outcomes: list[dict]) -> dict:
     """The mean of each number over several seeds' outcomes (text from the first; the overload
     judgements are gathered by sim/scenarios/upgrade_diff/overload.py, not averaged)."""
     first = outcomes[0]
-    out = {k: float(np.mean([o[k] for o in outcomes])) for k in first if k not in ("sim", OVERLOAD)}
+    out = {k: float(np.mean([o[k] for o in outcomes])) for k in first if k not in NOT_NUMBERS}
     out["sim"] = {
         k: (v if isinstance(v, str) else float(np.mean([o["sim"][k] for o in outcomes])))
         for k, v in first["sim"].items()

@@ -182,6 +182,7 @@ class UpgradeResult:
     unpriced: tuple[Unpriced, ...] = ()  # kernel changes priced with one table on both sides
     verdicts: dict[str, dict] | None = None  # headline -> its verdict, for every headline
     # asked in this run dir (history.py); None: this one alone
+    audit: dict | None = None  # the physics audit of the attribution's runs (merge_records)
 
     @property
     def verdict_record(self) -> dict:
@@ -221,4 +222,5 @@ class UpgradeResult:
             "auto_rate": self.auto_rate.summary if self.auto_rate else None,
             "unpriced": [u.summary for u in self.unpriced],
             "verdicts": self.verdicts or {self.headline: self.verdict_record},
+            "audit": self.audit,
         }

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config import AUTO, SimConfig
+from sim.run.audit import merge_records
 from sim.scenarios.upgrade_diff.attribute import Attribution, attribute, first_subsets
 from sim.scenarios.upgrade_diff.load_sweep import (
     LoadSweep,
@@ -32,7 +33,7 @@ from sim.scenarios.upgrade_diff.load_sweep import (
     load_points,
     load_sweep,
 )
-from sim.scenarios.upgrade_diff.outcomes import METRICS, Figures, pct_change
+from sim.scenarios.upgrade_diff.outcomes import AUDIT, METRICS, NOT_NUMBERS, Figures, pct_change
 from sim.scenarios.upgrade_diff.overload import Overload
 from sim.scenarios.upgrade_diff.plan import SIMULATED, Plan, make_plan
 from sim.scenarios.upgrade_diff.rate import AutoRate, with_auto_rate
@@ -183,6 +184,7 @@ def summarize(
         config=plan.cfg,
         auto_rate=auto_rate,
         unpriced=cannot,
+        audit=merge_records([o.get(AUDIT) for o in r.runs.values()]),
     )
 
 
@@ -228,7 +230,7 @@ def attribution_rows(plan: Plan, r: Attribution) -> list[AttributionRow]:
 
 
 def _metrics(outcome: dict) -> tuple[dict[str, float], Figures]:
-    return {k: v for k, v in outcome.items() if k != "sim"}, Figures.of(outcome)
+    return {k: v for k, v in outcome.items() if k not in NOT_NUMBERS}, Figures.of(outcome)
 
 
 def _baseline(plan: Plan, r: Attribution) -> Baseline:

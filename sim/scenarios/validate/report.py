@@ -133,7 +133,25 @@ def _overall(v: Validation) -> list[str]:
     ]
     for m, med in a.median_abs_pct_error.items():
         lines.append(f"| {m} | {a.num_values[m]} | {med:.1f}% | {a.p90_abs_pct_error[m]:.1f}% |")
-    return lines
+    return [*lines, "", audit_sentence(v.audit)]
+
+
+def audit_sentence(audit: dict) -> str:
+    """What the physics audit of every case's run found (sim/run/audit.py), in one line."""
+    if not audit["runs"]:
+        return "Physics audit: no case ran."
+    worst = audit["worst"]
+    closest = f"{worst['ratio']:.3g} of its limit ({worst['subject']}, {worst['where']})"
+    if not audit["violations"]:
+        return (
+            f"Physics audit of the {audit['runs']} runs: {audit['checked_steps']:,} steps and "
+            "every price behind them within the GPUs' and links' limits, **0 violations**; the "
+            f"closest: {closest}."
+        )
+    return (
+        f"Physics audit of the {audit['runs']} runs: **{audit['violations']:,} violations** of "
+        f"the GPUs' and links' limits; the worst: {closest}: {worst['detail']}."
+    )
 
 
 def _slices(table: list[Row]) -> list[str]:

@@ -62,6 +62,7 @@ class CaseResult:
     facts: Facts | None = None  # None when the case could not be simulated
     ks: dict[str, KsTest] = field(default_factory=dict)  # ttft / tpot / itl -> its test
     ks_error: str | None = None  # why the per-request measurements could not be read
+    audit: dict | None = None  # the run's physics audit (summary.json `audit`)
 
 
 def ks(measured: np.ndarray, predicted: np.ndarray) -> KsTest | None:
@@ -94,6 +95,7 @@ def run_case(case: Case) -> CaseResult:
         facts=_facts(case, result),
         ks=tests,
         ks_error=ks_error,
+        audit=result.summary["audit"],
     )
 
 

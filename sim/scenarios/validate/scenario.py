@@ -10,7 +10,7 @@ from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar, outputs_line
 from sim.scenarios.validate.cases import load_cases
-from sim.scenarios.validate.report import write_validation
+from sim.scenarios.validate.report import audit_sentence, write_validation
 from sim.scenarios.validate.runs import run_all
 from sim.scenarios.validate.validation import Validation
 
@@ -38,6 +38,7 @@ class Validate:
             print(f"  {metric:<24} median |error| {med:6.1f}%   p90 {p90:6.1f}%")
         for cid, why in list(result.failed.items())[:5]:
             print(f"  failed {cid}: {why}")
+        print("  " + audit_sentence(result.audit).replace("**", ""))
         print(outputs_line(out_dir))
 
 

@@ -32,7 +32,7 @@ from sim.scenarios.validate.importers.command import write_cases
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
 from sim.scenarios.validate.importers.silicon import silicon
 from sim.scenarios.validate.preamble import preamble
-from sim.scenarios.validate.report import write_validation
+from sim.scenarios.validate.report import audit_sentence, write_validation
 from sim.scenarios.validate.runs import run_all
 from sim.scenarios.validate.settings import run_settings
 from sim.scenarios.validate.targets import Target, targets
@@ -164,6 +164,7 @@ def main(argv=None) -> int:
         extra["settings_band"] = band.summary(table)
     write_validation(validation, out, preamble=text, extra=extra)
     print(f"{validation.num_cases} cases ({validation.num_failed} could not be simulated)")
+    print(audit_sentence(validation.audit).replace("**", ""))
     _print_targets(reached)
     print(outputs_line(out))
     print(f"{(time.perf_counter() - t0) / 60:.1f} min")

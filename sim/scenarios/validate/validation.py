@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.run.audit import merge_records
 from sim.scenarios.validate.cases import Case
 from sim.scenarios.validate.runs import CaseResult, KsTest
 
@@ -291,6 +292,12 @@ class Validation:
         return {r.id: r.ks for r in self.results if r.ks}
 
     @property
+    def audit(self) -> dict:
+        """The physics audit of every case's run together (sim/run/audit.py)."""
+        ran = [r for r in self.results if r.audit]
+        return merge_records([r.audit for r in ran], [r.id for r in ran])
+
+    @property
     def summary(self) -> dict:
         table = self.table
         overall = accuracy(table)
@@ -308,6 +315,7 @@ class Validation:
                     for cid, tests in self.distributions.items()
                 },
                 "failed": self.failed,
+                "audit": self.audit,
                 "num_rows_with_reason": sum(1 for r in table if r.reason),
                 "slices": [s.summary for s in combined_slices(table)],
                 "slice_rule": {
