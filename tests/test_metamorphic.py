@@ -253,7 +253,7 @@ FP8_ENGINES = ("vllm@0.8.5", "vllm@0.11.0", "vllm@0.14.0", "vllm@0.19.0", "vllm@
 @settings(max_examples=40, **SETTINGS)
 @example(model="llama-3.1-70b", gpu="h200", engine="vllm@0.11.0", tp=8, batch=4, context=1500)
 @given(
-    model=st.sampled_from(("llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b")),
+    model=st.sampled_from(("llama-3.1-70b", "llama-3.1-8b", "qwen3-32b")),
     gpu=st.sampled_from(("h100-sxm", "h200")),
     engine=st.sampled_from(FP8_ENGINES),
     tp=st.sampled_from((1, 2, 4, 8)),
@@ -261,8 +261,12 @@ FP8_ENGINES = ("vllm@0.8.5", "vllm@0.11.0", "vllm@0.14.0", "vllm@0.19.0", "vllm@
     context=st.integers(1, 16_000),
 )
 def test_an_fp8_checkpoint_never_decodes_slower_than_bf16(model, gpu, engine, tp, batch, context):
-    """The model in FP8 (dtype=fp8: W8A8 on these GPUs) against its BF16 original, the same
-    shapes."""
+    """A dense model in FP8 (dtype=fp8: W8A8 on these GPUs) against its BF16 original, the
+    same shapes. Not held for mixtures of experts: the measured FP8 expert kernels at a TP
+    group's small expert shards run slower than the BF16 ones (vLLM's fused MoE quantises the
+    tokens' activations in a kernel of its own), and the silicon rows of Qwen3-235B-A22B-FP8
+    agree with them: priced at the BF16 ceiling those runs moved 8-17 points further from
+    their measurements (reports/validation), so the ceiling is for dense GEMMs only."""
     bf16, fp8 = (
         setup_of(model, gpu, engine, tp, dtype=d, engine_args={"max_model_len": 16_384})
         for d in ("bf16", "fp8")

@@ -162,7 +162,7 @@ class KernelPricer:
         ~6 us at decode shapes: 13.7 against 7.4 us in BF16 at n=8192, k=1024 in TensorRT-LLM
         1.3's H200 table, where block FP8 takes 6.4 us), which the engines fuse into the norm
         or activation before the GEMM; real FP8 decodes run faster than such tables predict."""
-        if compute_dtype(self.hardware, dtype) != "fp8" or not dtype.startswith("fp8"):
+        if dtype != "fp8" or compute_dtype(self.hardware, dtype) != "fp8":
             return seconds
         return np.minimum(seconds, bf16())
 
@@ -291,9 +291,7 @@ class KernelPricer:
             peak,
             self.prior.gemm_flops_efficiency,
         )
-        return self._w8a8_ceiling(
-            seconds, dtype, lambda: self.moe_s(tokens, hidden, inter, topk, experts, "bf16", spread)
-        )
+        return seconds
 
     def elementwise_s(self, nbytes, kind: str) -> np.ndarray:
         """Norms, residual adds, activations, rotary embedding, embedding lookup, sampler:

@@ -144,9 +144,9 @@ def audit_sentence(audit: dict) -> str:
     closest = f"{worst['ratio']:.3g} of its limit ({worst['subject']}, {worst['where']})"
     if not audit["violations"]:
         return (
-            f"Physics audit of the {audit['runs']} runs: {audit['checked_steps']:,} steps and "
-            "every price behind them within the GPUs' and links' limits, **0 violations**; the "
-            f"closest: {closest}."
+            f"Physics audit of the {audit['runs']} runs: {audit['checked_steps']:,} steps, the "
+            "kernels priced at their shapes and the memory plans within the GPUs' and links' "
+            f"limits, **0 violations**; the closest: {closest}."
         )
     return (
         f"Physics audit of the {audit['runs']} runs: **{audit['violations']:,} violations** of "
