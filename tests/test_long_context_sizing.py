@@ -12,10 +12,10 @@ import pytest
 
 from sim.cli import check_overrides
 from sim.config import SimConfig
+from sim.engines.windows import window_rule
 from sim.errors import UserError
 from sim.kv.manager import KVCacheManager
 from sim.kv.memory import plan_memory
-from sim.kv.windows import window_rule
 from sim.run.setup import Setup
 from sim.scenarios.long_context.arithmetic import Prefill
 from sim.scenarios.long_context.runs import Context, fit_for_simulation, sim_config

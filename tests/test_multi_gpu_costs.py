@@ -162,10 +162,13 @@ def test_the_executor_costs_by_release_and_tp_degree(spec, fixed, per_rank, seri
 
 
 def test_pipeline_stages_are_workers_too():
+    """The executor's cost is resolved for the replica's tp x pp GPUs (a setting of its own,
+    cpu_executor_s, so that an upgrade study sees it change with the release)."""
     h100, prof = load_hardware("h100-sxm"), unit_profile()
-    s = resolve("vllm@0.8.3", h100, LLAMA, 4)
+    s = resolve("vllm@0.8.3", h100, LLAMA, 4, workers=8)
     tp4pp2 = CostModel(LLAMA, s, 4, "auto", KernelPricer(h100, prof), prof, pp=2)
-    assert tp4pp2.executor_s == pytest.approx(5e-5 + 7 * 2e-5)
+    assert tp4pp2.executor_s == s.cpu_executor_s == pytest.approx(5e-5 + 7 * 2e-5)
+    assert resolve("vllm@0.8.3", h100, LLAMA, 4).cpu_executor_s == pytest.approx(5e-5 + 3 * 2e-5)
     assert executor_s("orca", "1", 8) == 0.0  # a teaching engine
 
 

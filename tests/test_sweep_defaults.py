@@ -70,3 +70,12 @@ def test_where_the_engine_agrees_nothing_is_called_set(tmp_path):
     default = f"max_num_batched_tokens={s.max_num_batched_tokens}"
     assert f"its own values of the swept settings are {default}" in report
     assert summary["engine_defaults"]["default_settings"] == default
+
+
+def test_an_engine_default_that_is_empty_is_named():
+    """A fixed argument the engine leaves unset (speculative_model: "") reads "none", not an
+    empty parenthesis."""
+    from sim.scenarios.sweep.defaults import Fixed
+
+    text = Fixed("speculative_model", "llama-3.1-8b", "", 0, None).text
+    assert text == "speculative_model=llama-3.1-8b (the engine's own: none)"

@@ -255,6 +255,42 @@ def test_the_progress_count_goes_one_way_and_ends_at_the_simulations_run():
     assert totals[0] >= s["shapley"]["attribution_simulations"] // 2 + 4  # the sweep from the start
 
 
+def test_a_closed_loop_study_counts_each_simulation_once(tmp_path):
+    """A concurrency sweep's point at the study's own concurrency is the attribution's first
+    seed's pair, kept already: the count reported (and the progress' last total) is the
+    simulations kept in the run dir, and a closed loop's header gives no request rate."""
+    out = tmp_path / "ud"
+    cfg = cfg_of("workload=closed_loop", "workload.concurrency=8", "workload.num_requests=40",
+                 "upgrade.loads=[0.5,1.0]")  # fmt: skip
+    seen = []
+    scenario = UpgradeDiff()
+    result = scenario.run(cfg, out, ProgressBar(enabled=False))
+    scenario.write(result, out)
+    kept = len(list((out / "simulations").glob("*.json")))
+    assert result.simulations_run == kept
+    rerun = run_upgrade_diff(
+        cfg, progress=lambda d, t: seen.append((d, t)), cache=out / "simulations"
+    )
+    assert rerun.simulations_run == kept and seen[-1] == (kept, kept)
+    header = (out / "report.md").read_text()
+    assert "concurrency 8" in header and "req/s, concurrency" not in header
+
+
+def test_a_zero_effect_is_no_noise_on_the_console_as_in_the_report(default_pair):
+    """An effect of +0.0 ± 0.0 is not 'not distinguishable from noise' on one side only."""
+    from sim.scenarios.upgrade_diff.result import AttributionRow
+    from sim.scenarios.upgrade_diff.text import _pm
+    from sim.scenarios.upgrade_diff.verdict import noise
+
+    row = next(r for r in default_pair.attribution if not r.inert)
+    m = default_pair.headline
+    zero = replace(row, effect_pct={**row.effect_pct, m: 0.0}, ci_pct={**row.ci_pct, m: 0.0})
+    assert isinstance(zero, AttributionRow)
+    assert not noise(zero, m) and "(noise)" not in _pm(0.0, 0.0)
+    wide = replace(row, effect_pct={**row.effect_pct, m: 0.1}, ci_pct={**row.ci_pct, m: 0.5})
+    assert noise(wide, m) and "(noise)" in _pm(0.1, 0.5)
+
+
 # item 12: the small ones
 
 
@@ -297,3 +333,15 @@ def test_a_users_override_is_not_a_changed_default():
         {m: row["effect_pct"][m] for m in METRICS}
     )
     assert s["by_category_pct"]["defaults"] == dict.fromkeys(METRICS, 0.0)
+
+
+def test_an_mla_models_attention_is_named_in_the_figures():
+    """DeepSeek's MLA attention is priced by the roofline prior (priced_with "mla"): the
+    study's figures say so instead of an empty cell."""
+    from sim.run.simulate import simulate
+    from sim.scenarios.upgrade_diff.outcomes import outcome
+    from tests.conftest import config
+
+    cfg = config({"num_requests": 8}, model="deepseek-v3", hardware="h200",
+                 parallel={"tp": 8}, cost_profile="auto")  # fmt: skip
+    assert outcome(simulate(cfg))["sim"]["attention_kernel"] == "prior"

@@ -42,7 +42,6 @@ from sim.cost.kernels import KernelPricer
 from sim.cost.prior import CostProfile
 from sim.cost.run_pricing import RunPricing
 from sim.cost.speculative import verify_cost
-from sim.engines.overheads import executor_s
 from sim.engines.settings import EngineSettings
 from sim.kv.memory import kv_heads_per_gpu
 from sim.schedulers.base import StepPlan
@@ -141,8 +140,8 @@ class CostModel(RunPricing):
         self.pp, self.ep = pp, ep
         self.topology = topology or Topology()
         self.crossings = self.topology.crossings(tp, pp)  # stage boundaries leaving a server
-        # the executor's per-step cost of a replica on tp x pp GPUs (sim/engines/overheads.py)
-        self.executor_s = executor_s(settings.engine, settings.version, tp * pp)
+        # the executor's per-step cost of the replica (resolved for its tp x pp GPUs)
+        self.executor_s = settings.cpu_executor_s
         dtype = model.resolve_weight_dtype(weight_dtype)
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
         self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)

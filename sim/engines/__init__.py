@@ -10,6 +10,7 @@ cause and the rule that set it.
     speculative.py, features.py   vLLM V1 features (speculative decoding, KV offload and
                      transfer) as knobs with defaults and start-up checks
     overheads.py     engine CPU time per step by release (calibration/engine_overheads.yaml)
+    windows.py       how a release's allocator sizes windowed layers: every token or the window
     versions.py      version strings as comparable tuples, and in full release order
 
 May import sim.specs (and the root's config, errors, paths).

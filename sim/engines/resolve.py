@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from sim.engines import features, multistep, sglang, speculative, teaching, trtllm, vllm
+from sim.engines.overheads import executor_s
 from sim.engines.published import known_release
 from sim.engines.settings import INVERTED, SETTING_NAMES, SETTING_TYPES, EngineSettings
 from sim.engines.versions import version_tuple
+from sim.engines.windows import window_rule
 from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import KV_DTYPES, ModelSpec
@@ -160,7 +162,9 @@ def resolve(
     tp: int,
     entry_point: str = "server",
     overrides: Mapping[str, object] | None = None,
+    workers: int | None = None,
 ) -> EngineSettings:
+    """`workers`: the replica's GPUs, tp x pp (default tp), for the executor's cost."""
     name, version, rule_set = parse_engine_spec(spec)
     if entry_point not in ENTRY_POINTS:
         raise UserError(f"entry_point={entry_point!r}: choose one of {', '.join(ENTRY_POINTS)}")
@@ -174,6 +178,7 @@ def resolve(
     )
     more = speculative.defaults(name, rule_set, model) | features.offload_defaults()
     more |= features.transfer_defaults()
+    more |= _release_internals(name, version, values["scheduler"], model, workers or tp)
     for knob, (value, why) in more.items():
         values.setdefault(knob, value)
         rules.setdefault(knob, why)
@@ -217,6 +222,39 @@ def resolve(
     )
     _check(settings, model, tp)
     return settings
+
+
+# What a release does by its own version rather than by an argument, as settings of their own:
+# an upgrade study that diffs settings must see them change (sim/scenarios/upgrade_diff). Not
+# among an engine's `applicable` settings (show_engine's table, summary.json's
+# engine_settings): they are the release's, not arguments.
+INTERNALS = ("cpu_executor_s", "sampler_bytes_per_logit", "windows_bounded", "multi_step_streams")
+
+
+def _release_internals(engine: str, version: str, scheduler: str, model: ModelSpec, workers: int):
+    """{knob: (value, rule)} of INTERNALS for `engine`@`version`."""
+    at = f"{engine} {version}"
+    executor = executor_s(engine, version, workers)
+    gpus = f"a replica of {workers} GPUs" if workers > 1 else "one GPU: none"
+    windows = window_rule(engine, version, scheduler, model)
+    executor_rule = f"{at}: the executor's cost per step, {gpus} (engine_overheads.yaml)"
+    out = {
+        "cpu_executor_s": (executor, executor_rule),
+        "windows_bounded": (windows.bounded, windows.why or "no windowed layers"),
+        "sampler_bytes_per_logit": (0, f"not a {engine} setting (its memory plan's prior)"),
+        "multi_step_streams": (True, f"{at}: tokens reach the client step by step"),
+    }
+    if engine == "vllm":
+        v1 = scheduler != "vllm_v0"
+        per_logit = vllm.profile_sampler_bytes_per_logit(version, v1)
+        out["sampler_bytes_per_logit"] = (per_logit, f"{at}: the profile run's sampler holds "
+                                          f"{per_logit} bytes per logit at its peak")  # fmt: skip
+        if not v1:
+            streams = version_tuple(version) >= vllm.STREAM_EACH_STEP_FROM
+            out["multi_step_streams"] = (streams, f"{at}: multi-step outputs " + (
+                "stream each step (multi_step_stream_outputs, PR #8335)" if streams
+                else "reach the client at the window's end (before 0.6.2)"))  # fmt: skip
+    return out
 
 
 def _special(engine: str, rule_set: str, key: str, value, values: dict, rules: dict) -> None:

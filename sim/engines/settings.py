@@ -49,6 +49,8 @@ class EngineSettings:
     async_scheduling: bool  # CPU work of step n+1 overlaps the GPU work of step n
     async_output_proc: bool  # output processing overlaps the next step (vLLM V0 0.6+)
     num_scheduler_steps: int  # multi-step scheduling: decode steps per scheduler call
+    multi_step_streams: bool  # tokens reach the client step by step (False: vLLM V0 before
+    # 0.6.2 sends a multi-step window's tokens at its end)
     capacity_policy: str  # TensorRT-LLM: GUARANTEED_NO_EVICT | MAX_UTILIZATION
     new_token_ratio: float  # SGLang: share of max_new_tokens admission reserves, at first
     min_new_token_ratio: float  # ... and the floor it decays to
@@ -59,6 +61,7 @@ class EngineSettings:
     cpu_per_seq_overhead_s: float  # ... and per running sequence
     cpu_output_per_seq_s: float  # output processing per running sequence (detokenise, stream)
     cpu_exposed_s: float  # CPU time left on the critical path when scheduling asynchronously
+    cpu_executor_s: float  # a multi-GPU replica's executor per step (0 on one GPU)
     prefix_hash_s_per_token: float  # prefix-cache hashing per prefill token
     # memory
     gpu_memory_utilization: float  # vLLM / SGLang: of all GPU memory; TRT-LLM: of what is free
@@ -69,6 +72,8 @@ class EngineSettings:
     swap_space_bytes: int  # CPU memory for swapped-out KV blocks (vLLM V0)
     block_watermark: float  # share of blocks kept free when admitting (vLLM V0)
     num_gpu_blocks_override: int  # KV blocks when set (vLLM); 0: the pool is sized from memory
+    sampler_bytes_per_logit: int  # vLLM: the profile run's sampler peak per vocabulary entry
+    windows_bounded: bool  # windowed layers hold only their window (sim/engines/windows.py)
     # speculative decoding (sim/engines/speculative.py)
     speculative_method: str  # none | ngram | draft_model | eagle | mtp
     num_speculative_tokens: int  # draft tokens proposed per decoding request and step
@@ -149,6 +154,8 @@ CATEGORY: dict[str, Category] = {
     "cpu_per_seq_overhead_s": Category.SCHEDULING,
     "cpu_output_per_seq_s": Category.SCHEDULING,
     "cpu_exposed_s": Category.SCHEDULING,
+    "cpu_executor_s": Category.SCHEDULING,
+    "multi_step_streams": Category.SCHEDULING,
     "prefix_hash_s_per_token": Category.SCHEDULING,
     "gpu_memory_utilization": Category.MEMORY,
     "block_size": Category.MEMORY,
@@ -158,6 +165,8 @@ CATEGORY: dict[str, Category] = {
     "swap_space_bytes": Category.MEMORY,
     "block_watermark": Category.MEMORY,
     "num_gpu_blocks_override": Category.MEMORY,
+    "sampler_bytes_per_logit": Category.MEMORY,
+    "windows_bounded": Category.MEMORY,
     "speculative_method": Category.DEFAULTS,
     "num_speculative_tokens": Category.DEFAULTS,
     "spec_acceptance": Category.DEFAULTS,

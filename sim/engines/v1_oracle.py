@@ -19,7 +19,7 @@ V0 and Llama 4: 0.8.3 added Llama4ForConditionalGeneration, whose attention laye
 use_irope to the backend; V1's FlashAttention and Triton backends take it, but none of 0.8.3's
 V0 backends do (attention/backends/flash_attn.py, xformers.py: no such argument), so a V0
 engine cannot build the model. From 0.8.4 every V0 backend takes it and warns that it falls back
-to global attention (the chunked-local layers sized at full length: sim/kv/windows.py).
+to global attention (the chunked-local layers sized at full length: sim/engines/windows.py).
 """
 
 from __future__ import annotations

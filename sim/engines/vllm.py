@@ -427,6 +427,10 @@ def graph_memory_subtracted(release: str) -> bool:
     return version_tuple(release) >= (0, 20, 0)
 
 
+STREAM_EACH_STEP_FROM = (0, 6, 2)  # V0 multi-step: multi_step_stream_outputs, default True
+# (PR #8335); before, a window's tokens reach the client at its end
+
+
 def profile_sampler_bytes_per_logit(release: str, v1: bool) -> int:
     """GPU bytes per (row x vocabulary) entry at the peak of the profile run's sampler warm-up
     (one row per sequence, max_num_seqs rows; the lm-head output in bf16 is held meanwhile).

@@ -15,7 +15,7 @@ TensorRT-LLM: free_gpu_memory_fraction of what is free once weights, activations
     the runtime are in: (GPU memory - all of those) x fraction - state.
 = KV cache bytes, divided into blocks of block_size tokens x KV bytes per token (every layer's
 slot for those tokens). Windowed layers: where the release's allocator bounds them
-(sim/kv/windows.py), a sequence longer than a window holds fewer blocks (blocks_for), else
+(sim/engines/windows.py), a sequence longer than a window holds fewer blocks (blocks_for), else
 they count at full length. SGLang's
 page_size 1 is tracked in pages of KV_MIN_BLOCK tokens (a request's last page may hold up to
 15 unused slots; the radix cache matches prefixes to 16 tokens, not 1). With pipeline
@@ -29,9 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sim.engines.settings import EngineSettings
-from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
-from sim.kv.windows import window_rule
 from sim.specs.hardware import Hardware
 from sim.specs.model import DTYPE_BYTES, Attention, ModelSpec
 from sim.specs.model_config import load_model
@@ -116,9 +114,7 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
     forward = t * ACT_BYTES * (4 * h + (qkv + 3 * mlp_width) // tp)
     if settings.scheduler in ("vllm_v0", "vllm_v1"):
         rows = min(settings.max_num_seqs, t)
-        per_logit = profile_sampler_bytes_per_logit(
-            settings.version, settings.scheduler != "vllm_v0"
-        )
+        per_logit = settings.sampler_bytes_per_logit
         return max(forward, t * h * ACT_BYTES + rows * model.vocab_size * per_logit)
     rows = settings.max_num_seqs
     if settings.scheduler == "sglang":  # its reserve for activations (server_args) is sized
@@ -253,8 +249,8 @@ def plan_memory(
             f"linear-attention state {linear_state / GIB:.1f} GiB); raise parallel.tp or the "
             "memory fraction, or lower the token budget / batch size"
         )
-    rule = window_rule(settings.engine, settings.version, settings.scheduler, model)
-    windows = window_bytes_per_token(model, settings.kv_cache_dtype, tp, pp) if rule.bounded else ()
+    windowed = window_bytes_per_token(model, settings.kv_cache_dtype, tp, pp)  # () without any
+    windows = windowed if settings.windows_bounded else ()
     plan = MemoryPlan(
         total_bytes=total,
         gpu_memory_utilization=frac,
@@ -268,7 +264,7 @@ def plan_memory(
         block_size=block,
         num_blocks=settings.num_gpu_blocks_override or kv_bytes // (per_token * block),
         windows=windows,
-        window_rule=rule.why,
+        window_rule=settings.rules.get("windows_bounded", "") if windowed else "",
     )
     needed_blocks = plan.blocks_for(settings.max_model_len)
     if needed_blocks > plan.num_blocks - 1:

@@ -47,9 +47,11 @@ class Setup:
         hardware = load_hardware(cfg.hardware)
         model = model or load_model(cfg.model)
         _check_heads(model, cfg.parallel.tp)
+        par = cfg.parallel
         settings = resolve(
-            cfg.engine, hardware, model, cfg.parallel.tp, cfg.entry_point, cfg.engine_args
-        )
+            cfg.engine, hardware, model, par.tp, cfg.entry_point, cfg.engine_args,
+            workers=par.tp * par.pp,
+        )  # fmt: skip
         return cls._build(cfg, settings, hardware, model, None)
 
     @classmethod

@@ -54,8 +54,9 @@ class EngineShown:
         par = cfg.parallel
         try:
             settings = resolve(
-                cfg.engine, hardware, model, par.tp, cfg.entry_point, cfg.engine_args
-            )
+                cfg.engine, hardware, model, par.tp, cfg.entry_point, cfg.engine_args,
+                workers=par.tp * par.pp,
+            )  # fmt: skip
         except UserError:
             raise refusal from None  # nothing resolved to show
         # the pool the engine sizes at start-up, before the check that one request of

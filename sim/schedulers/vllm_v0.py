@@ -24,12 +24,9 @@ from __future__ import annotations
 from collections import deque
 
 from sim.engines.settings import EngineSettings
-from sim.engines.versions import version_tuple
 from sim.kv.manager import KVCacheManager, cdiv
 from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
 from sim.workload.request import Request, Status
-
-STREAM_EACH_STEP_FROM = (0, 6, 2)  # multi_step_stream_outputs, default True (PR #8335)
 
 
 class VllmV0Scheduler(SchedulerBase):
@@ -51,9 +48,7 @@ class VllmV0Scheduler(SchedulerBase):
         self.num_scheduler_steps = settings.num_scheduler_steps
         self.window_left = 0  # decode steps left in the current multi-step window
         # burst: a window's tokens reach the client at its end (multi-step before 0.6.2)
-        self.burst = (
-            self.num_scheduler_steps > 1 and version_tuple(settings.version) < STREAM_EACH_STEP_FROM
-        )
+        self.burst = self.num_scheduler_steps > 1 and not settings.multi_step_streams
         self.unshown: dict[int, tuple[Request, float | None]] = {}  # id -> (req, last shown)
         self.done_unshown: list[Request] = []  # finished inside the window, not yet told
         self.window_left_at_finish: dict[int, int] = {}  # ... and the window's steps left then

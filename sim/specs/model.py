@@ -274,7 +274,7 @@ class ModelSpec:
     ) -> int:
         """KV bytes one sequence of `num_tokens` holds: windowed layers bounded by their window
         (an allocator that frees what slides out), or at full length (`windows_bounded` False:
-        one that gives every layer a slot per token, sim/kv/windows.py)."""
+        one that gives every layer a slot per token, sim/engines/windows.py)."""
         total = 0
         for layer, count in self.layer_groups.items():
             held = num_tokens

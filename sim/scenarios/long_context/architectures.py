@@ -10,7 +10,6 @@ from sim.errors import UserError
 from sim.scenarios.long_context.arithmetic import (
     tp_choices,
     walk_prefill,
-    windows_bounded,
 )
 from sim.scenarios.long_context.decode import decode_at, kv_read_bytes_per_gpu
 from sim.scenarios.long_context.runs import Context, chunk_tokens
@@ -62,7 +61,7 @@ def architecture_row(cfg: SimConfig, name: str) -> Architecture | ArchitectureEr
     read = kv_read_bytes_per_gpu(m, fit, settings.kv_cache_dtype)
     dec = decode_at(cost, lc.prompt_tokens, read, fit.weights_bytes_per_gpu)
     kinds = sorted({layer.attention.value for layer in m.layers})
-    bounded = windows_bounded(settings, m)
+    bounded = settings.windows_bounded
     return Architecture(
         model=name,
         attention="+".join(kinds) + (" (sparse top-k)" if m.indexer else ""),

@@ -9,7 +9,7 @@ runs with traffic: sim/scenarios/long_context/runs.py.
 Per GPU, one sequence of n tokens holds, per layer kind:
     full (MHA / GQA)   n x 2 x kv_heads_per_gpu x head_dim x dtype     (KV heads split by TP)
     sliding / chunked  min(n, window) x the same where the release's allocator bounds them,
-                       else n x the same (a slot per token; sim/kv/windows.py)
+                       else n x the same (a slot per token; sim/engines/windows.py)
     MLA                n x (kv_lora_rank + rope_dim) x dtype             (replicated on every TP
                        + n x the sparse indexer's fp8 key and scale      rank, not split)
     linear attention   a fixed state per request, split by TP
@@ -25,7 +25,6 @@ from sim.cost.step import CostModel
 from sim.engines.settings import EngineSettings
 from sim.errors import UserError
 from sim.kv.memory import GIB, activation_peak_bytes, layer_kv_bytes_per_token_per_gpu, plan_memory
-from sim.kv.windows import window_rule
 from sim.specs.hardware import Hardware
 from sim.specs.model import Attention, ModelSpec
 
@@ -97,7 +96,7 @@ def check_fit(
 ) -> Fit:
     """The engine's memory plan at (tp, pp) against one sequence of `num_tokens`."""
     kv_dtype = settings.kv_cache_dtype
-    bounded = windows_bounded(settings, model)
+    bounded = settings.windows_bounded
     need = kv_bytes_sequence_per_gpu(model, num_tokens, kv_dtype, tp, pp, cp, bounded)
     activation = activation_peak_bytes(model, settings, tp)
     weights = model.weight_bytes(weight_dtype) // (tp * pp)
@@ -117,11 +116,6 @@ def check_fit(
             f"leaves {pool / GIB:.1f} GiB (the longest that fits: {longest:,} tokens)"
         )
     return Fit(tp, pp, cp, num_tokens, need <= pool, weights, activation, pool, need, longest, why)
-
-
-def windows_bounded(settings: EngineSettings, model: ModelSpec) -> bool:
-    """Whether the engine's release bounds windowed layers by their window (sim/kv/windows.py)."""
-    return window_rule(settings.engine, settings.version, settings.scheduler, model).bounded
 
 
 def max_context_tokens(

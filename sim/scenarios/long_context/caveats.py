@@ -24,7 +24,7 @@ def how_section(study: Study) -> list[str]:
         "tables exist (GEMM, FlashAttention); MLA, the sparse indexer and linear attention "
         "use the roofline prior (no measured tables yet).",
         "- Windowed (sliding-window, chunked-local) layers are sized as the simulated "
-        "release's allocator sizes them (sim/kv/windows.py): a slot per token before vLLM's "
+        "release's allocator sizes them (sim/engines/windows.py): a slot per token before vLLM's "
         "hybrid KV cache manager, only the window after it, the same in the memory plan, "
         "the longest context and the run's blocks per request. Context parallelism, sparse "
         "prefill and the separate prefill pool are priced from the same components (not "

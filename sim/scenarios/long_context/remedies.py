@@ -27,7 +27,6 @@ from sim.scenarios.long_context.arithmetic import (
     kv_bytes_sequence_per_gpu,
     tp_choices,
     walk_prefill,
-    windows_bounded,
 )
 from sim.scenarios.long_context.decode import Decode, decode_at, kv_read_bytes_per_gpu
 from sim.scenarios.long_context.runs import Context, chunk_tokens
@@ -210,7 +209,7 @@ def _pcp(ctx: Context, at: Fit, split: Prefill, dec: Decode, cp: int) -> Prefill
     inside = at.tp * cp <= NODE_GPUS
     link = hw.peer_bytes_per_s if inside else lc.network_bytes_per_s
     layers = m.num_layers
-    bounded = windows_bounded(ctx.settings(at.tp), m)
+    bounded = ctx.settings(at.tp).windows_bounded
     shard = kv_bytes_sequence_per_gpu(m, lc.prompt_tokens, "auto", at.tp, at.pp, cp, bounded)
     shard /= layers
     hop_s = (cp - 1) * shard / link  # one layer's ring, per GPU

@@ -79,15 +79,15 @@ class Context:
     def engine_name(self) -> str:
         return self.cfg.engine.partition("@")[0].strip().lower()
 
-    def settings(self, tp: int, **changes) -> EngineSettings:
+    def settings(self, tp: int, pp: int = 1, **changes) -> EngineSettings:
         return resolve(
             self.cfg.engine, self.hardware, self.model, tp, self.cfg.entry_point,
-            self.engine_args(**changes),
+            self.engine_args(**changes), workers=tp * pp,
         )  # fmt: skip
 
     def fit(self, tp: int, pp: int = 1, cp: int = 1, **changes) -> Fit:
         return check_fit(
-            self.hardware, self.model, self.settings(tp, **changes), self.total_tokens,
+            self.hardware, self.model, self.settings(tp, pp, **changes), self.total_tokens,
             self.cfg.dtype, tp, pp, cp,
         )  # fmt: skip
 
@@ -108,7 +108,7 @@ class Context:
     def cost_model(self, tp: int, pp: int = 1, **changes) -> CostModel:
         """The step cost model at this parallelism, whether or not the sequence fits (the
         time it would take)."""
-        s = self.settings(tp, **changes)
+        s = self.settings(tp, pp, **changes)
         prior = CostProfile.load("prior")
         pricing = choose_pricer(self.hardware, self.cfg.cost_profile, prior, s.engine, s.version)
         par = self.cfg.parallel  # the servers the engine's own runs place the stages on
@@ -145,7 +145,7 @@ def fit_for_simulation(ctx: Context) -> tuple[Fit, Fit | None]:
 
 def sim_config(ctx: Context, fit: Fit, **changes) -> SimConfig:
     """The run's config at the simulated parallelism, its engine accepting the long request.
-    Its memory plan sizes windowed layers as the release does (sim/kv/windows.py), as `fit`
+    Its memory plan sizes windowed layers as the release does (sim/engines/windows.py), as `fit`
     did: the pool is the one the fit was checked against."""
     cfg = ctx.cfg
     args = ctx.engine_args(**changes)

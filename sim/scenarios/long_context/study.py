@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from sim.config import SimConfig
-from sim.kv.windows import WindowRule, window_rule
+from sim.engines.windows import WindowRule
 from sim.scenarios.long_context.architectures import (
     Architecture,
     ArchitectureError,
@@ -62,7 +62,7 @@ class Memory:
     max_context_tokens_fp8_kv: int
     total_tokens: int
     windows: dict[str, int]  # windowed attention kind -> its window (tokens)
-    windows_bounded: bool  # the release's allocator holds only the window (sim/kv/windows.py)
+    windows_bounded: bool  # the release's allocator holds only the window (sim/engines/windows.py)
     window_rule: str  # the rule that says so ("" without windowed layers)
     why_not_fp8_kv: str  # why FP8 KV holds none: the plan's or the engine's line ("" if some)
     kv_pool_bytes_per_gpu_fp8_kv: int  # the pool the plan leaves with FP8 KV (0: none)
@@ -247,7 +247,11 @@ def memory_of(ctx: Context, given: Fit, fit: Fit | None) -> Memory:
 
 
 def window_rule_of(settings, model) -> WindowRule:
-    return window_rule(settings.engine, settings.version, settings.scheduler, model)
+    """How the resolved release sizes `model`'s windowed layers (its windows_bounded and rule;
+    "" for a model without windowed layers)."""
+    if not any(layer.window_tokens for layer in model.layers):
+        return WindowRule(False, "")
+    return WindowRule(settings.windows_bounded, settings.rules.get("windows_bounded", ""))
 
 
 def _time_crossover(scaling: list[dict]) -> int | None:

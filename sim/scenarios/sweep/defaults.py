@@ -39,7 +39,8 @@ class Fixed:
 
     @property
     def text(self) -> str:
-        return f"{self.key}={fmt_value(self.value)} (the engine's own: {fmt_value(self.default)})"
+        own = fmt_value(self.default) if self.default not in ("", None) else "none"
+        return f"{self.key}={fmt_value(self.value)} (the engine's own: {own})"
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def resolved(cfg: SimConfig, engine: str, engine_args) -> EngineSettings:
         cfg.parallel.tp,
         cfg.entry_point,
         engine_args,
+        workers=cfg.parallel.tp * cfg.parallel.pp,
     )
 
 

@@ -73,6 +73,32 @@ def _bench_concurrency(plan: Plan) -> int | None:
     return load_trace(plan.cfg.workload.path).max_concurrency
 
 
+def point_configs(plan: Plan, points: list[dict], capacity: float | None) -> list:
+    """The study's config at each load point (rates as `capacity` x the point's factor; each
+    point's "rate" set on it)."""
+    out = []
+    for p in points:
+        w = plan.cfg.workload
+        if capacity is not None:
+            p["rate"] = round(capacity * p["factor"], 4)
+            w = _open_loop(w, p["rate"])
+        else:
+            w = replace(w, concurrency=p["concurrency"])
+        out.append(replace(plan.cfg, workload=w))
+    return out
+
+
+def new_runs(plan: Plan, factors, capacity: float | None) -> int:
+    """Simulations the sweep adds to the attribution's: two a load point, but for a point at
+    the study's own load (a closed loop's configured concurrency, or an auto rate the sweep
+    meets), whose pair is the attribution's first seed's. `capacity`: as load_sweep's (None
+    for a concurrency sweep; for a rate sweep, an upper bound is 2 a point until it is known)."""
+    what, points = load_points(plan, factors)
+    if what == "rate" and capacity is None:
+        return 2 * len(points)
+    return 2 * sum(cfg != plan.cfg for cfg in point_configs(plan, points, capacity))
+
+
 def _open_loop(w, rate: float):
     """The workload's requests at a Poisson `rate` (a trace keeps its lengths)."""
     if w.kind == "trace":
@@ -118,15 +144,9 @@ def load_sweep(
         capacity = capacity_rps(plan, jobs, cache=cache)
     if what != "rate":
         capacity = None
-    else:
-        for p in points:
-            p["rate"] = round(capacity * p["factor"], 4)
-    tasks = []
     everything = tuple(range(len(plan.changes)))
-    for p in points:
-        w = plan.cfg.workload
-        w = _open_loop(w, p["rate"]) if what == "rate" else replace(w, concurrency=p["concurrency"])
-        cfg = replace(plan.cfg, workload=w)
+    tasks = []
+    for cfg in point_configs(plan, points, capacity):
         tasks += [(cfg, ()), (cfg, everything)]
     out = run_tasks(tasks, plan.before, plan.after, plan.changes, jobs, progress, cache)
     rows = []
@@ -142,7 +162,9 @@ def load_sweep(
                 {m: pct_change(b[m], a[m]) for m in METRICS},
             )
         )
-    runs = len(tasks) + (capacity is not None)  # the capacity run its rates are scaled by
+    # the capacity run its rates are scaled by (a point at the study's own load is the
+    # attribution's first seed's pair, simulated and kept already: not counted again)
+    runs = new_runs(plan, factors, capacity) + (capacity is not None)
     return LoadSweep(what, capacity, tuple(rows), runs)
 
 

@@ -83,7 +83,9 @@ def outcome(result) -> dict:
         "kv_usage_peak": float(sim["kv_usage_peak"]),
         "prefix_cache_hit_rate": float(sim["prefix_cache_hit_rate"]),
         "num_kv_blocks": int(result.setup.memory.num_blocks),
-        "attention_kernel": str(sim["priced_with"].get("attention_decode", "")),
+        "attention_kernel": str(  # (MLA's attention: the roofline prior, under "mla")
+            sim["priced_with"].get("attention_decode") or sim["priced_with"].get("mla", "")
+        ),
         "kernel_family": str(sim.get("kernel_family") or "prior"),
     }
     out[OVERLOAD] = sim.get("overload")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from sim.report.figures import plt, save_png
 from sim.report.html import write_report
+from sim.report.placement import suptitle_fitted
 from sim.run.outputs import write_json, write_text
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.result import UpgradeResult
@@ -64,12 +65,11 @@ def plot_waterfall(s: UpgradeResult, path: Path) -> str:
     )
     ax.set_ylabel(f"{title} ({unit}; axis from {lo:,.{digits}f}, not 0)")
     change = s.change_pct[m]
-    ax.set_title(
-        f"{title}: {change:+.1f}% in all; each changed setting's share "
-        "(Shapley value, points of %, 95% interval)",
-        fontsize=9,
-    )
     ax.grid(axis="y", alpha=0.3)
+    suptitle_fitted(  # wrapped to the figure's width: a narrow waterfall cut its title off
+        fig, f"{title}: {change:+.1f}% in all; each changed setting's share "
+        "(Shapley value, points of %, 95% interval)",
+    )  # fmt: skip
     fig.tight_layout()
     return save_png(fig, path)
 

@@ -22,6 +22,12 @@ NO_FLAG = {
     "non_torch_memory_bytes": "how the release sizes the KV pool, not a flag",
     KERNELS: "the kernels the release ships: to test, pin the older torch / FlashAttention / "
     "FlashInfer builds",
+    "cpu_executor_s": "the release's multi-GPU executor, not a setting",
+    "sampler_bytes_per_logit": "how the release profiles its sampler before sizing the KV pool, "
+    "not a flag",
+    "windows_bounded": "how the release's KV allocator sizes windowed layers (vLLM: "
+    "--disable-hybrid-kv-cache-manager keeps them at full length)",
+    "multi_step_streams": "vLLM 0.6.2's multi-step output streaming, not a flag before it",
     "retract_decode_steps": "SGLang's retraction rule of the release, not a flag",
     "retract_ratio_offset": "SGLang's retraction rule of the release, not a flag",
     "new_token_ratio_decay": "set through --schedule-conservativeness",

@@ -32,6 +32,7 @@ from sim.scenarios.upgrade_diff.load_sweep import (
     capacity_outcome,
     load_points,
     load_sweep,
+    new_runs,
 )
 from sim.scenarios.upgrade_diff.outcomes import AUDIT, METRICS, NOT_NUMBERS, Figures, pct_change
 from sim.scenarios.upgrade_diff.overload import Overload
@@ -61,7 +62,7 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
     seeds = [cfg.seed + k for k in range(up.seeds)]
     auto = cfg.workload.rate == AUTO
     swept = load_points(plan, up.loads)[0] if up.loads else None
-    n_sweep = 2 * len(set(up.loads or ()))
+    n_sweep = new_runs(plan, up.loads, None) if up.loads else 0
     tally = Tally(progress, to_come=len(first_subsets(plan.changes)) * len(seeds) + n_sweep)
     capacity = chosen = None
     if auto or swept == "rate":  # the before version's capacity: one run, shared
@@ -70,6 +71,8 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
         tally.close(1)
         if auto:
             plan, chosen = with_auto_rate(plan, capacity, round(out["completed"]))
+        if swept == "rate":  # now known: a point at an auto rate is the study's own load
+            n_sweep = new_runs(plan, up.loads, capacity)
     tally.to_come = n_sweep  # the attribution counts its own runs as it plans them
     measured = _measured(plan)
     result = attribute(
@@ -89,9 +92,11 @@ def run_upgrade_diff(cfg: SimConfig, progress=None, cache: Path | None = None) -
     tally.to_come = 0
     sweep = None
     if up.loads:
+        shared = 2 * len(load_points(plan, up.loads)[1]) - n_sweep  # the attribution's, kept
         sweep = load_sweep(
-            plan, up.loads, up.jobs, lambda k: tally.tick(k, n_sweep), cache, capacity
-        )
+            plan, up.loads, up.jobs, lambda k: tally.tick(max(0, k - shared), n_sweep), cache,
+            capacity,
+        )  # fmt: skip
         tally.close(n_sweep)
     wall_s = time.perf_counter() - started
     return summarize(plan, result, sweep, tally.done, wall_s, chosen)

@@ -60,8 +60,8 @@ def _workload(s: UpgradeResult) -> list[str]:
     lines = [
         f"{cfg.model} on {cfg.hardware} (TP {cfg.parallel.tp}), "
         f"{s.before.metrics['completed']:.0f} requests ({w.kind}"
-        + (f", {w.rate:g} req/s" if w.rate else "")
-        + (f", concurrency {w.concurrency}" if w.concurrency else "")
+        + (f", {w.rate:g} req/s" if w.rate and not w.concurrency else "")  # (a closed loop
+        + (f", concurrency {w.concurrency}" if w.concurrency else "")  # has no rate)
         + f"), seeds {', '.join(map(str, s.shapley.seeds))}; every run of a seed sees the same "
         "arrivals and lengths. Metrics are means over the seeds; changes and effects are in "
         "percent of the before version's value on each seed, then averaged, ± the half-width "

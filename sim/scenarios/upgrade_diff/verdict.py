@@ -129,8 +129,8 @@ def leaders(rows: Sequence[AttributionRow], m: str, total: float) -> list[Attrib
 
 def noise(row: AttributionRow, m: str) -> bool:
     """Whether a setting's effect on m is not distinguishable from noise (its 95% interval
-    includes zero)."""
-    return not row.inert and within_noise(row.effect_pct[m], row.ci_pct[m])
+    includes zero; an interval of no width is no noise, as report.md's tables mark it)."""
+    return not row.inert and row.ci_pct[m] > 0 and within_noise(row.effect_pct[m], row.ci_pct[m])
 
 
 def verdict(
