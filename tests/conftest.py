@@ -11,8 +11,9 @@ import pytest
 from sim.config import SimConfig
 from sim.cost.prior import CostProfile
 from sim.paths import SHARED_DATA_DIR
-from sim.run.audit import STRICT_ENV, PhysicsAudit, audit_record, enforce, longest_request
+from sim.run.audit import PhysicsAudit, audit_record, longest_request
 from sim.run.driver import run_loop
+from sim.run.findings import STRICT_ENV, enforce
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
 from sim.workload.generate import generate

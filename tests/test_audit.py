@@ -12,7 +12,8 @@ import pytest
 
 from sim.calibrate.peaks import data_errors, summarise
 from sim.cost.kernels import KernelPricer
-from sim.run.audit import STRICT_ENV, AuditError, PhysicsAudit, audit_record, merge_records
+from sim.run.audit import PhysicsAudit, audit_record
+from sim.run.findings import STRICT_ENV, AuditError, merge_records
 from sim.run.physics import AttentionLayer, GpuShare
 from sim.run.simulate import simulate
 from sim.specs.hardware import load_hardware

@@ -8,7 +8,8 @@
     disagg_driver.py the same for a prefill pool, a decode pool and the KV transfers
     simulate.py      simulate(cfg): colocated.py or disagg.py
     metrics.py       StepLog and the vllm bench serve summary; summary.py RunResult
-    audit.py         the physics audit after every run; physics.py the least bytes and FLOPs
+    audit.py         the physics audit after every run; physics.py the least bytes and FLOPs,
+                     findings.py what it finds and how a run reports it
     phases.py        PhaseLog: what each request was doing when (trace=true)
     outputs.py, overview.py   atomic files and streamed steps.parquet
 

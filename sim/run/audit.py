@@ -19,13 +19,12 @@ FLOPs; this module compares them with the prices):
 A ratio is what the price implies over the limit (bytes per second over the peak bandwidth,
 FLOPs over the peak rate, bytes over the GPU's memory); above 1 + TOLERANCE is a violation.
 summary.json's `audit` holds `checked_steps`, `violations` and the `worst` finding (the
-highest ratio, a violation or not), with each check's own tally under `checks`. With
-SIM_AUDIT=strict in the environment (the test suite sets it) a violation raises AuditError.
+highest ratio, a violation or not), with each check's own tally under `checks`
+(sim/run/findings.py: the findings, merging several runs', strict mode).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,66 +33,10 @@ import pandas as pd
 from sim.cost.comm import Topology
 from sim.cost.step import CostModel
 from sim.kv.memory import GIB, MemoryPlan
+from sim.run.findings import TOLERANCE, Finding, Tally
 from sim.run.physics import AttentionLayer, GpuShare, allreduce_floor_s
 from sim.specs.hardware import Hardware
 from sim.specs.model import Attention
-
-TOLERANCE = 1e-6  # float rounding in the prices' sums, not physics
-STRICT_ENV = "SIM_AUDIT"  # SIM_AUDIT=strict: a violation is an error
-
-
-class AuditError(RuntimeError):
-    """A simulation printed a figure no GPU can reach (raised under SIM_AUDIT=strict)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    check: str  # "hbm_bandwidth", "tensor_flops", "link_bandwidth", "memory"
-    subject: str  # what was priced: "step", "decode attention (full, batch 12)", ...
-    where: str  # which one: "step 1,204 (replica 0)", "context 4,095", ...
-    ratio: float  # the least time (or bytes) physics allows over the price (or the limit)
-    detail: str  # the figures behind the ratio
-
-    @property
-    def violation(self) -> bool:
-        return self.ratio > 1 + TOLERANCE
-
-    def sentence(self) -> str:
-        return f"{self.subject}, {self.where}: {self.detail} ({self.ratio:.3g}x the limit)"
-
-    def record(self) -> dict:
-        return {
-            "check": self.check,
-            "subject": self.subject,
-            "where": self.where,
-            "ratio": float(self.ratio),
-            "violation": bool(self.violation),
-            "detail": self.detail,
-        }
-
-
-@dataclass(slots=True)
-class Tally:
-    """One check's count of what it held against a limit, its violations and its worst."""
-
-    checked: int = 0
-    violations: int = 0
-    worst: Finding | None = None
-
-    def add(self, ratios: np.ndarray, describe) -> None:
-        """Count `ratios`; `describe(i)` makes the Finding of entry i (only the worst's)."""
-        ratios = np.asarray(ratios, dtype=np.float64).ravel()
-        if not len(ratios):
-            return
-        self.checked += len(ratios)
-        self.violations += int(np.count_nonzero(ratios > 1 + TOLERANCE))
-        i = int(np.argmax(ratios))
-        if self.worst is None or ratios[i] > self.worst.ratio:
-            self.worst = describe(i)
-
-    def record(self) -> dict:
-        worst = None if self.worst is None else self.worst.record()
-        return {"checked": self.checked, "violations": self.violations, "worst": worst}
 
 
 @dataclass(slots=True)
@@ -337,50 +280,6 @@ def audit_record(audits: list[PhysicsAudit]) -> dict:
         "checks": {name: t.record() for name, t in sorted(checks.items())},
         "tolerance": TOLERANCE,
     }
-
-
-def merge_records(records: list[dict], where: list[str] | None = None) -> dict:
-    """One `audit` of several runs' (a scenario's simulations): counts summed, each check's
-    worst and the overall worst kept, each named by its run (`where`: a label per record)."""
-    out = {"runs": 0, "checked_steps": 0, "violations": 0, "worst": None, "checks": {},
-           "tolerance": TOLERANCE}  # fmt: skip
-    for i, record in enumerate(records):
-        if not record:
-            continue
-        label = f"{where[i]}: " if where else ""
-        out["runs"] += 1
-        out["checked_steps"] += record["checked_steps"]
-        out["violations"] += record["violations"]
-        for name, tally in record["checks"].items():
-            merged = out["checks"].setdefault(name, {"checked": 0, "violations": 0, "worst": None})
-            merged["checked"] += tally["checked"]
-            merged["violations"] += tally["violations"]
-            merged["worst"] = _worse(merged["worst"], tally["worst"], label)
-        out["worst"] = _worse(out["worst"], record["worst"], label)
-    return out
-
-
-def _worse(kept: dict | None, other: dict | None, label: str) -> dict | None:
-    if other is None or (kept is not None and kept["ratio"] >= other["ratio"]):
-        return kept
-    return {**other, "subject": f"{label}{other['subject']}"}
-
-
-def enforce(record: dict) -> None:
-    """Raise AuditError for a violation when SIM_AUDIT=strict (the test suite's setting)."""
-    if record["violations"] and os.environ.get(STRICT_ENV) == "strict":
-        w = record["worst"]
-        raise AuditError(f"physics audit: {record['violations']} violation(s); worst: "
-                         f"{w['subject']}, {w['where']}: {w['detail']}")  # fmt: skip
-
-
-def warning_line(record: dict) -> str | None:
-    """The console's one line about a run whose audit found violations (None: it found none)."""
-    if not record or not record["violations"]:
-        return None
-    w = record["worst"]
-    return (f"sim: warning: physics audit: {record['violations']:,} figure(s) beyond what the "
-            f"hardware allows; worst: {w['subject']}, {w['where']}: {w['detail']}")  # fmt: skip
 
 
 def _named(values: np.ndarray, unit: str):

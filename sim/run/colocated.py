@@ -11,9 +11,10 @@ import numpy as np
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.run.audit import PhysicsAudit, audit_record, enforce, longest_request
+from sim.run.audit import PhysicsAudit, audit_record, longest_request
 from sim.run.driver import Progress, check_conservation, run_simpy
 from sim.run.engine import warm_prefix_caches
+from sim.run.findings import enforce
 from sim.run.metrics import StepLog, requests_frame, sim_figures
 from sim.run.outputs import ParquetChunks
 from sim.run.overview import of_file

@@ -19,9 +19,10 @@ import pandas as pd
 from sim.config import PoolConfig, SimConfig
 from sim.errors import UserError
 from sim.kv.transfer import Pair
-from sim.run.audit import PhysicsAudit, audit_record, enforce, longest_request
+from sim.run.audit import PhysicsAudit, audit_record, longest_request
 from sim.run.disagg_driver import TTFT_PARTS, check_disagg_conservation, run_disagg
 from sim.run.engine import warm_prefix_caches
+from sim.run.findings import enforce
 from sim.run.metrics import StepLog, requests_frame, sim_figures
 from sim.run.setup import Setup
 from sim.run.summary import (

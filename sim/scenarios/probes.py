@@ -19,8 +19,8 @@ import numpy as np
 from scipy import stats
 
 from sim.config import SimConfig
-from sim.run.audit import merge_records
 from sim.run.disagg_driver import TTFT_PARTS
+from sim.run.findings import merge_records
 from sim.run.simulate import simulate
 
 OPEN_LOOP = ("poisson", "gamma", "constant", "trace")  # the workloads with a request rate

@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from sim.cli import to_sim_config
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, ProgressLines
-from sim.run.audit import warning_line
+from sim.run.findings import warning_line
 from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
 from sim.scenarios.protocol import Scenario
 from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line

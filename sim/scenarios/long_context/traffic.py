@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from sim.cost.step import CostModel
-from sim.run.audit import merge_records
+from sim.run.findings import merge_records
 from sim.scenarios.long_context.arithmetic import Fit, walk_prefill
 from sim.scenarios.long_context.runs import (
     TAIL_S,

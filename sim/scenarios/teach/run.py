@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from sim.config import SimConfig
 from sim.errors import UserError
-from sim.run.audit import merge_records
+from sim.run.findings import merge_records
 from sim.run.phases import phase_totals
 from sim.run.simulate import simulate
 from sim.run.summary import RunResult

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config import AUTO, SimConfig
-from sim.run.audit import merge_records
+from sim.run.findings import merge_records
 from sim.scenarios.upgrade_diff.attribute import Attribution, attribute, first_subsets
 from sim.scenarios.upgrade_diff.load_sweep import (
     LoadSweep,

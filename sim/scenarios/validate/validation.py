@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.run.audit import merge_records
+from sim.run.findings import merge_records
 from sim.scenarios.validate.cases import Case
 from sim.scenarios.validate.runs import CaseResult, KsTest
 
