@@ -396,12 +396,14 @@ def _bench(draw) -> dict:
     return doc
 
 
-def _file_docs(folder: Path, pattern: str, load) -> st.SearchStrategy:
-    return st.sampled_from([load(p.read_text()) for p in sorted(folder.glob(pattern))])
+def _file_docs(folder: Path, pattern: str, load, skip: tuple[str, ...] = ()) -> st.SearchStrategy:
+    paths = [p for p in sorted(folder.glob(pattern)) if p.name not in skip]
+    return st.sampled_from([load(p.read_text()) for p in paths])
 
 
 _MODEL_DOCS = _file_docs(MODEL_CATALOG_DIR, "*.json", json.loads)
-_HARDWARE_DOCS = _file_docs(HARDWARE_DIR, "*.yaml", yaml.safe_load)
+# links.yaml is the links between servers, not a GPU (sim/specs/links.py reads it)
+_HARDWARE_DOCS = _file_docs(HARDWARE_DIR, "*.yaml", yaml.safe_load, skip=("links.yaml",))
 
 _LENGTHS = {"input_len": st.integers(1, 4096), "output_len": st.integers(1, 1024)}
 _WORKLOADS = st.one_of(

@@ -17,7 +17,7 @@ from sim.errors import UserError
 from sim.scenarios.validate.cases import load_cases
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
-from sim.workload.bench_results import measured_requests
+from sim.workload.bench_results import bench_metrics, measured_requests
 from sim.workload.traces import load_trace
 from tests.fuzz_inputs import PARSERS, STRATEGIES, run
 from tests.test_cli import sim
@@ -83,6 +83,12 @@ def test_huge_and_deep_inputs_fail_with_their_reason(tmp_path):
     gpu = tmp_path / "gpu.yaml"
     gpu.write_text(_gpu_yaml(hbm_bytes_per_s=".inf"))
     assert "field 'hbm_bytes_per_s' must be a finite number >= 0" in error(load_hardware, str(gpu))
+    bench = tmp_path / "bench.json"  # fuzz.py's huge kind found this one: 10**400 tok/s
+    bench.write_text('{"completed": 8, "total_token_throughput": 1' + "0" * 400 + "}")
+    assert error(bench_metrics, bench) == (
+        f"{bench}: total_token_throughput is an integer beyond a float's range (1.8e308), not a "
+        "measurement; check the file was written by vllm bench serve"
+    )
 
 
 def _gpu_yaml(**changes) -> str:

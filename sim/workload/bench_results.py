@@ -37,7 +37,13 @@ def bench_metrics(path: Path) -> dict:
         if value < 0:
             raise UserError(f"{path}: {key} is {value!r}; a measured metric is >= 0")
         if 0 < value < math.inf:
-            out[key] = float(value)
+            try:
+                out[key] = float(value)
+            except OverflowError:  # an integer past a float's range (~1.8e308)
+                raise UserError(
+                    f"{path}: {key} is an integer beyond a float's range (1.8e308), not a "
+                    "measurement; check the file was written by vllm bench serve"
+                ) from None
     return out
 
 
