@@ -72,6 +72,7 @@ class SettingsBand:
     results: dict[Setting, dict[str, CaseResult]]  # setting -> case id -> its result
     num_runs: int  # the extra simulations (beyond the main pass)
     num_failed: int  # extra simulations that failed (their setting has no prediction)
+    extra: tuple[CaseResult, ...] = ()  # those simulations' results, in the order they ran
 
     def table(self, setting: Setting) -> list[Row]:
         """The rows of the cases for which `setting` is plausible, under it."""
@@ -182,4 +183,4 @@ def run_settings(
             key = _run_key(c, s)
             out.setdefault(s, {})[c.id] = main if key == base else by_run[(c.id, key)]
     failed = sum(1 for r in ran if r.error)
-    return SettingsBand(tuple(c for c, _ in picked), out, len(todo), failed)
+    return SettingsBand(tuple(c for c, _ in picked), out, len(todo), failed, tuple(ran))

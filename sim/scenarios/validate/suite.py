@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     if not args.no_sensitivity:
         print("plausible settings: the vLLM cases again, clients spread / prefix cache warm")
         band = run_settings(cases, results, args.jobs, banded, _progress())
-        validation = replace(validation, bands=band.bands)
+        validation = replace(validation, bands=band.bands, band_runs=band.extra)
         spread = band.client_sensitivity()
     table = validation.table
     reached = targets(table)

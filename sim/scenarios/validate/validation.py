@@ -264,6 +264,7 @@ class Validation:
     title: str  # the case files
     # case -> metric -> (low, high): the prediction over the plausible benchmark settings
     bands: dict = field(default_factory=dict)
+    band_runs: tuple[CaseResult, ...] = ()  # the band's own simulations (their audits)
 
     @property
     def table(self) -> list[Row]:
@@ -293,8 +294,9 @@ class Validation:
 
     @property
     def audit(self) -> dict:
-        """The physics audit of every case's run together (sim/run/audit.py)."""
-        ran = [r for r in self.results if r.audit]
+        """The physics audit of every case's run, and of the band's, together
+        (sim/run/audit.py)."""
+        ran = [r for r in (*self.results, *self.band_runs) if r.audit]
         return merge_records([r.audit for r in ran], [r.id for r in ran])
 
     @property
