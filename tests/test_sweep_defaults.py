@@ -79,3 +79,20 @@ def test_an_engine_default_that_is_empty_is_named():
 
     text = Fixed("speculative_model", "llama-3.1-8b", "", 0, None).text
     assert text == "speculative_model=llama-3.1-8b (the engine's own: none)"
+
+
+def test_a_sweep_over_gpus_names_every_gpu_it_resolved_to(tmp_path):
+    """A sweep of hardware=... said the runs resolved to the base configuration's GPU alone
+    (reports/capacity_hardware read 'on 1 x NVIDIA H100' over three GPUs)."""
+    cmd = [
+        sys.executable, "-m", "sim", "-m", "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path}",
+        "hardware=h100-sxm,a100-80gb", "workload.num_requests=20", "output.progress=false",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
+    where = summary["engine_defaults"]["resolutions"]
+    assert [w.split(" (")[0].split(" x ")[1] for w in where] == [
+        "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"]  # fmt: skip
+    sentence = f"The runs resolve to {where[0]} or {where[1]}, by the swept keys."
+    assert sentence in done.stdout and sentence in (tmp_path / "report.md").read_text()

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import pandas as pd
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from sim.cli import to_sim_config
 from sim.config import SimConfig
@@ -52,9 +54,15 @@ class EngineDefaults:
     default_label: str | None  # the swept settings at the engine's values (table.py's label)
     fixed: tuple[Fixed, ...]
     swept_settings: int  # distinct engine-argument settings swept
+    # where a sweep varies more than engine arguments (hardware=h100-sxm,h200): every
+    # resolution, the base configuration's first; empty when all runs resolve alike
+    resolutions: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
+        if len(self.resolutions) > 1:
+            *head, last = self.resolutions
+            return f"{', '.join(head)} or {last}, by the swept keys"
         return f"{self.engine} on {self.gpus} x {self.hardware} ({self.model})"
 
     @property
@@ -67,6 +75,7 @@ class EngineDefaults:
             "model": self.model,
             "default_settings": self.default_label,
             "fixed": [f.record for f in self.fixed],
+            "resolutions": list(self.resolutions),
         }
 
     def sentences(self) -> list[str]:
@@ -139,7 +148,38 @@ def engine_defaults(config, frame: pd.DataFrame, default_label: str | None) -> (
         default_label=default_label,
         fixed=tuple(fixed),
         swept_settings=len(points) if swept else 0,
+        resolutions=_resolutions(config, frame, keys, settings, _where(cfg, base)),
     )
+
+
+def _where(cfg: SimConfig, setup: Setup) -> str:
+    s = setup.settings
+    gpus = cfg.parallel.tp * cfg.parallel.pp
+    return f"{s.engine}@{s.version} on {gpus} x {setup.hardware.display_name} ({cfg.model})"
+
+
+MAX_RESOLVED = 16  # distinct settings of a sweep's other keys resolved for the sentence
+
+
+def _resolutions(config, frame, keys: dict, settings: list[str], first: str) -> tuple[str, ...]:
+    """Where the runs resolve to when the sweep varies keys other than engine arguments
+    (the GPU, the model, the release, the parallelism): each distinct one, the base's first.
+    A setting that does not resolve on its own (a config group) is left out."""
+    other = [c for c in settings if not keys.get(c, "").startswith("engine_args.")]
+    if not other:
+        return ()
+    out = [first]
+    for _, row in frame[other].drop_duplicates().head(MAX_RESOLVED).iterrows():
+        dotlist = [f"{keys[c]}={fmt_value(_plain(row[c]))}" for c in other]
+        try:
+            merged = OmegaConf.merge(config, OmegaConf.from_dotlist(dotlist))
+            cfg = to_sim_config(merged)
+            where = _where(cfg, Setup.from_config(cfg))
+        except (UserError, KeyError, ValueError, OmegaConfBaseException):
+            continue
+        if where not in out:
+            out.append(where)
+    return tuple(out) if len(out) > 1 else ()
 
 
 def _plain(v):
