@@ -24,6 +24,7 @@ from sim.run.metrics import StepLog
 from sim.run.outputs import INCOMPLETE
 from sim.run.setup import Setup
 from sim.run.simulate import simulate
+from sim.scenarios.fanout import fan_out
 from sim.scenarios.upgrade_diff.study import run_upgrade_diff
 from sim.workload.generate import generate
 from tests.conftest import config, run_task_into
@@ -220,6 +221,49 @@ def test_interrupted_upgrade_diff_resumes_without_redoing_simulations(tmp_path, 
     ran.clear()
     run_upgrade_diff(cfg, cache=cache)  # everything kept: nothing simulated again
     assert ran == []
+
+
+def _worker_sigint(_):
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_fan_out_workers_leave_ctrl_c_to_the_parent():
+    """A terminal's Ctrl-C reaches every process of its group: a joblib worker interrupted
+    between tasks printed its own traceback (loky's gc.collect) under sim's one line."""
+    assert fan_out(_worker_sigint, [(i,) for i in range(4)], jobs=2) == [True] * 4
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_ctrl_c_to_the_process_group_of_a_fan_out(tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the whole group: the parent and joblib's
+    workers) in the middle of upgrade_diff: one line, exit 130, no traceback, no worker left."""
+    out = tmp_path / "ud"
+    cmd = [
+        sys.executable, "-m", "sim", "scenario=upgrade_diff", f"hydra.run.dir={out}",
+        "upgrade.jobs=2", "output.progress=false",
+    ]  # fmt: skip
+
+    def own_group():  # a shell's background job ignores SIGINT; a terminal's foreground does not
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.setsid()
+
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=own_group
+    )
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("simulations/*.json"))) < 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "interrupted" in err.decode() and "Traceback" not in err.decode(), err.decode()
+    left = "?"
+    for _ in range(100):  # joblib stops its workers; loky's resource tracker follows them
+        left = subprocess.run(["pgrep", "-a", "-g", str(proc.pid)], capture_output=True, text=True)
+        if not left.stdout.strip():
+            break
+        time.sleep(0.1)
+    assert left.stdout.strip() == ""
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals")

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, parallel_config
 
 from sim.run.outputs import write_json
 
@@ -45,6 +46,13 @@ class Kept:
 
 def _indexed(fn: Callable, i: int, args: tuple):
     return i, fn(*args)
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker's start: Ctrl-C reaches the terminal's whole process group, and a worker
+    interrupted between tasks printed its own traceback under sim's one line. The parent
+    handles it (marks the run INCOMPLETE, exits 130) and joblib stops the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def fan_out(
@@ -77,7 +85,8 @@ def fan_out(
         for i in todo:
             done(i, fn(*calls[i]))
     else:
-        runner = Parallel(n_jobs=n, return_as="generator_unordered")
-        for i, result in runner(delayed(_indexed)(fn, i, calls[i]) for i in todo):
-            done(i, result)
+        with parallel_config(backend="loky", initializer=_leave_interrupts_to_the_parent):
+            runner = Parallel(n_jobs=n, return_as="generator_unordered")
+            for i, result in runner(delayed(_indexed)(fn, i, calls[i]) for i in todo):
+                done(i, result)
     return [results[i] for i in range(total)]
