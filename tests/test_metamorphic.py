@@ -145,8 +145,17 @@ def test_a_gpu_with_more_memory_never_holds_fewer_tokens(engine, small, big):
 @settings(max_examples=30, **SETTINGS)
 @example(model="llama-4-scout-17b-16e", gpu="h100-sxm", engine="vllm@0.8.3", tp=8)
 @given(
-    model=st.sampled_from(("llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-120b",
-                           "llama-4-scout-17b-16e", "gemma-3-27b-it", "qwen3-next-80b-a3b")),
+    model=st.sampled_from(
+        (
+            "llama-3.1-8b",
+            "llama-3.1-70b",
+            "qwen3-30b-a3b",
+            "gpt-oss-120b",
+            "llama-4-scout-17b-16e",
+            "gemma-3-27b-it",
+            "qwen3-next-80b-a3b",
+        )
+    ),
     gpu=st.sampled_from(GPUS),
     engine=st.sampled_from((*ENGINES, "vllm@0.8.3")),
     tp=st.sampled_from((1, 2, 4, 8)),
@@ -238,8 +247,13 @@ def test_a_decode_step_charges_the_experts_touched_not_every_resident_one(model,
         assert touched < local  # a small batch does not touch every expert it holds
         share = tokens / ep if ep > 1 else tokens  # tokens whose choices land on this GPU
         nbytes = touched * expert_bytes + share * m.hidden_size * 2 * 2
-        flops = 2 * share * e.experts_per_token * expert_bytes / (
-            {"bf16": 2, "fp8_block": 1, "fp4": 0.53125}[cost.expert_dtype])
+        flops = (
+            2
+            * share
+            * e.experts_per_token
+            * expert_bytes
+            / ({"bf16": 2, "fp8_block": 1, "fp4": 0.53125}[cost.expert_dtype])
+        )
         expected = layers * max(nbytes / hw.hbm_bytes_per_s, flops / peak)
         _, moe_s, *_ = cost._token_costs(tokens, tokens)
         assert moe_s == pytest.approx(expected, rel=1e-9)

@@ -48,8 +48,24 @@ def summarise(errors: pd.DataFrame, data_root) -> list[dict]:
         what = worst.get("dtype") if pd.notna(worst.get("dtype")) else worst.get("kv_dtype")
         shape = ", ".join(
             f"{c}={worst[c]:g}"
-            for c in ("m", "n", "k", "tokens", "hidden", "inter", "topk", "experts", "q",
-                      "ctx", "batch", "heads", "kv_heads", "head_dim", "window", "nbytes")
+            for c in (
+                "m",
+                "n",
+                "k",
+                "tokens",
+                "hidden",
+                "inter",
+                "topk",
+                "experts",
+                "q",
+                "ctx",
+                "batch",
+                "heads",
+                "kv_heads",
+                "head_dim",
+                "window",
+                "nbytes",
+            )
             if c in rows.columns and pd.notna(worst.get(c))
         ) + (f" ({what})" if isinstance(what, str) else "")
         out.append({

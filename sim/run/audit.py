@@ -166,15 +166,20 @@ class PhysicsAudit:
                 for n in batches:
                     seconds = att._table(index, n, mixed).per_sequence(contexts)
                     what = f"decode attention ({_kind(kind)}, batch {n}" + (
-                        ", beside a prefill)" if mixed else ")")
+                        ", beside a prefill)" if mixed else ")"
+                    )
                     self._priced(what, seconds, least, _named(contexts, "context"))
             if layer.attention is Attention.MLA or not self.max_prefill:
                 continue  # (MLA's prefill: the roofline prior, under its peaks by its efficiencies)
             q, c = (a.ravel() for a in np.meshgrid(_grid(self.max_prefill, 1), contexts))
             seconds = pr.prefill_s(q, c, 1.0, shape)
             least = kind.prefill_s(q, c, hw)
-            self._priced(f"prefill attention ({_kind(kind)})", seconds, least,
-                         lambda i, q=q, c=c: f"{q[i]:,.0f} new tokens after {c[i]:,.0f}")
+            self._priced(
+                f"prefill attention ({_kind(kind)})",
+                seconds,
+                least,
+                lambda i, q=q, c=c: f"{q[i]:,.0f} new tokens after {c[i]:,.0f}",
+            )
 
     def _priced(self, what: str, seconds, least, where, link: str = "") -> None:
         """A kind of price against its least time, entry by entry (`where(i)`: entry i)."""

@@ -162,6 +162,8 @@ class DisaggResult:
             "simulations_run": self.simulations_run,
             "colocated": self.colocated.record() if self.colocated is not None else None,
             "wall_time_s": self.wall_time_s,
-            "audit": probes_audit([p.seeded for p in self.probes] + (
-                [p.seeded for p in self.colocated.probes] if self.colocated else [])),
+            "audit": probes_audit(
+                [p.seeded for p in self.probes]
+                + ([p.seeded for p in self.colocated.probes] if self.colocated else [])
+            ),
         }
