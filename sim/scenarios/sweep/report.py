@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.report.escape import md_text
 from sim.report.figures import md_table as _md
 from sim.report.html import write_report
 from sim.run.outputs import write_json
@@ -223,18 +224,20 @@ def write_sweep_report(
     among the swept ones, when known; `engine`: what the runs resolved to and what every run
     sets against the engine's own values (sim/scenarios/sweep/defaults.py)."""
     load, settings = split_columns(frame)
+    # swept values (and so the settings' labels), run dirs, GPU and model names are a user's
+    # strings: md_table escapes its cells, md_text the rest
     parts = [f"# Sweep report\n\n{len(frame)} runs (one dir each beside this report)"]
     unfinished = frame.attrs.get("unfinished", [])
     if unfinished:
-        parts[0] += f"; unfinished (no summary.json): {', '.join(unfinished)}"
+        parts[0] += f"; unfinished (no summary.json): {md_text(', '.join(unfinished))}"
     parts[0] += (
-        f". Swept: {', '.join(settings) or 'nothing but the load'}"
+        f". Swept: {md_text(', '.join(settings)) or 'nothing but the load'}"
         + (f"; load: {load}" if load else "")
         + ". Every number comes from the runs' summary.json (the table: sweep.csv)."
     )
     summary: dict = {"runs": len(frame), "load": load, "settings": settings}
     if engine:
-        parts.append("**The engine's defaults.** " + " ".join(engine.sentences()))
+        parts.append("**The engine's defaults.** " + md_text(" ".join(engine.sentences())))
         summary["engine_defaults"] = engine.record
     plots = []
     if "capacity_rate" in frame and not frame.empty:
@@ -247,13 +250,13 @@ def write_sweep_report(
         if not pd.isna(best.get("cost_per_million_output_tokens", np.nan)):
             sentence += f", ${best['cost_per_million_output_tokens']:.3f} per million output tokens"
         summary["recommendation"] = {"setting": label(best, settings), "sentence": sentence + "."}
-        parts.insert(1, f"**{sentence}.**")
+        parts.insert(1, f"**{md_text(sentence)}.**")
     elif "p99_ttft_ms" in frame and not frame.empty:
         rec = recommend(frame, load, settings, default)
         if rec:
             summary["recommendation"] = rec
             lead = "What the sweep shows" if load and not settings else "Recommendation"
-            parts.insert(1, f"**{lead}.** {rec['sentence']}")
+            parts.insert(1, f"**{lead}.** {md_text(rec['sentence'])}")
         if settings:
             plots.append(plot_pareto(frame, load, settings, sweep_dir / "pareto.png"))
             plots.append(plot_goodput(frame, load, settings, sweep_dir / "goodput.png"))

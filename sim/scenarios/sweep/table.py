@@ -10,18 +10,22 @@ DIR/sweep.csv:
     where two share a name), then the summary's scalar metrics (`p99_ttft_ms`, ...), then
     `run_dir`.
 
-A run whose dir already holds a summary.json of the same configuration is not simulated again
-(sim/scenarios/runner.py), so an interrupted sweep resumes where it stopped and the table
-still has every row.
+The table holds this sweep's points and no others: a run dir another sweep left in DIR is set
+aside when the sweep starts (sim/scenarios/sweep/points.py), and collect() reads only the run
+dirs of the sweep's points. A run whose dir already holds a summary.json of the same
+configuration (and the same input files) is not simulated again (sim/scenarios/runner.py), so
+an interrupted sweep resumes where it stopped and the table still has every row.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from stat import S_ISREG
 
 import pandas as pd
 import yaml
@@ -31,6 +35,7 @@ from sim.cli import params_not_given, to_sim_config
 from sim.errors import UserError
 from sim.run.outputs import PARQUET_OPTIONS, atomic_write
 from sim.run.setup import Setup
+from sim.scenarios.sweep.points import Points, job_order, run_dirs
 
 LOAD_KEYS = ("rate", "concurrency")  # the load of a sweep, when swept; the rest are settings
 
@@ -83,12 +88,12 @@ def _metrics(summary: dict) -> dict:
     return out
 
 
-def collect(sweep_dir: Path) -> pd.DataFrame:
-    """One row per finished run under `sweep_dir` (runs without a summary.json are left out
-    and named in the frame's attrs["unfinished"])."""
+def collect(sweep_dir: Path, points: Points | None = None) -> pd.DataFrame:
+    """One row per finished run under `sweep_dir`, of `points` alone when given (runs without a
+    summary.json are left out and named in the frame's attrs["unfinished"])."""
     runs, unfinished = [], []
-    for run_dir in sorted((p for p in sweep_dir.iterdir() if p.is_dir()), key=_job_order):
-        if not (run_dir / ".hydra").is_dir():
+    for run_dir in sorted(run_dirs(sweep_dir), key=job_order):
+        if points is not None and not points.owns(run_dir):
             continue
         summary = run_dir / "summary.json"
         if not summary.is_file():
@@ -114,10 +119,6 @@ def collect(sweep_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def _job_order(path: Path) -> tuple:
-    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
-
-
 def _value(text: str | None):
     """An override's value as YAML reads it (8192 -> int, 0.5 -> float, null -> None)."""
     if text is None:
@@ -128,8 +129,8 @@ def _value(text: str | None):
         return text
 
 
-def write_sweep_table(sweep_dir: Path) -> pd.DataFrame:
-    frame = collect(sweep_dir)
+def write_sweep_table(sweep_dir: Path, points: Points | None = None) -> pd.DataFrame:
+    frame = collect(sweep_dir, points)
     atomic_write(
         sweep_dir / "sweep.parquet",
         lambda tmp: frame.to_parquet(tmp, index=False, **PARQUET_OPTIONS),
@@ -156,42 +157,81 @@ def sweep_size(overrides: list[str], params: dict | None = None) -> int:
 
 def progress_line(sweep_dir: Path, now: float) -> str | None:
     """`sweep: 12/64 runs done, 41 s so far, about 3 min left`, from the finished runs' marks
-    (the rate from those finished since this sweep started, so resumed runs do not count)."""
+    in the run dirs of this sweep's points (the rate from those finished since this sweep
+    started, so resumed runs do not count)."""
     try:
         info = json.loads((sweep_dir / PROGRESS).read_text())
-    except (OSError, json.JSONDecodeError):
+        started, total, dirs = float(info["started_at"]), int(info["total"]), info.get("dirs")
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    marks = [p.stat().st_mtime for p in sweep_dir.glob(f"*/{DONE}")]
-    started, total = info["started_at"], info["total"]
+    paths = sweep_dir.glob(f"*/{DONE}") if dirs is None else (sweep_dir / d / DONE for d in dirs)
+    marks = [t for t in map(_mtime, paths) if t is not None]
+    done = min(len(marks), total)  # a sweep of another sweeper: its points are not known
     fresh = sum(1 for t in marks if t >= started)
     elapsed = max(now - started, 0.0)
-    line = f"sweep: {len(marks)}/{total} runs done, {elapsed:.0f} s so far"
-    left = total - len(marks)
+    line = f"sweep: {done}/{total} runs done, {elapsed:.0f} s so far"
+    left = total - done
     if fresh and left > 0:
         line += f", about {elapsed / fresh * left:.0f} s left"
     return line
 
 
-DONE = "done.json"  # the configuration a finished run ran, written after all its outputs
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+DONE = "done.json"  # what a finished run ran (done_record), written after all its outputs
+
+
+def done_record(config: dict) -> dict:
+    """What a run's outputs depend on, as done.json holds it: its configuration, and the size
+    and modification time of each file the configuration names (a model's config.json, a
+    trace), so a resumed sweep runs a point again when such a file has changed."""
+    files = {}
+    for value in _strings(config):
+        try:
+            stat = os.stat(value) if 0 < len(value) < 4096 else None
+        except (OSError, ValueError):  # not a path, or nothing there
+            continue
+        if stat is not None and S_ISREG(stat.st_mode):
+            files[value] = [stat.st_size, stat.st_mtime_ns]
+    config = json.loads(json.dumps(config, default=str))
+    return {"config": config, "input_files": dict(sorted(files.items()))}
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
 
 
 def finished_summary(run_dir: Path, config: dict) -> dict | None:
-    """The summary of a run dir that already ran exactly `config`, else None."""
+    """The summary of a run dir that already ran exactly `config` (done_record), else None;
+    a done.json of anything else is removed, as the run dir is about to run again (so the
+    sweep's progress does not count it)."""
     done, summary = run_dir / DONE, run_dir / "summary.json"
-    if not (done.is_file() and summary.is_file()):
+    if not done.is_file():
         return None
     try:
-        if json.loads(done.read_text()) != json.loads(json.dumps(config, default=str)):
-            return None
-        return json.loads(summary.read_text())
-    except json.JSONDecodeError:
-        return None
+        if summary.is_file() and json.loads(done.read_text()) == done_record(config):
+            return json.loads(summary.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    done.unlink(missing_ok=True)
+    return None
 
 
 def mark_finished(run_dir: Path, config: dict) -> None:
-    atomic_write(
-        run_dir / DONE, lambda tmp: tmp.write_text(json.dumps(config, default=str, indent=1))
-    )
+    record = json.dumps(done_record(config), default=str, indent=1)
+    atomic_write(run_dir / DONE, lambda tmp: tmp.write_text(record))
 
 
 def engine_default_label(config, frame: pd.DataFrame) -> str | None:
