@@ -6,15 +6,20 @@ every core: scenarios/config.yaml makes joblib the launcher). Every run's config
 before its run dir is made (sim/cli.py, then the scenario's own check; a sweep's points before
 Hydra starts, a single run's as Hydra composes it): a wrong key, a bad value or a model that
 does not fit prints one line and exits 2; --debug (or SIM_DEBUG=1) shows the
-traceback instead. sim/scenarios/runner.py runs the task. A run dir holds a file INCOMPLETE
-while its task runs, and keeps it if the task did not finish (Ctrl-C exits 130). `--help`,
-`--version` and `--list` answer before any of that (sim/scenarios/listing.py lists).
+traceback instead. The run dir (a sweep's dir) is then locked for this process, before Hydra
+makes it and writes .hydra/ there (sim/run/rundir.py): a second run into it is refused in one
+line naming the first, and a folder that cannot hold a run (a file, read-only, a full disk, a
+name too long) is one line too. sim/scenarios/runner.py runs the task. A run dir holds a file
+INCOMPLETE while its task runs, and keeps it if the task did not finish (Ctrl-C exits 130, a
+sweep's too). `--help`, `--version` and `--list` answer before any of that
+(sim/scenarios/listing.py lists).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +28,7 @@ import hydra
 from hydra.core.global_hydra import GlobalHydra
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sim.cli import MAX_SWEEP_CHECKS, check_overrides, split_argv, to_sim_config
 from sim.errors import UserError
@@ -98,9 +103,9 @@ def main() -> None:
     from sim.scenarios.runner import check, freeze_start_up
 
     overrides, multirun = split_argv(sys.argv[1:])
-    restore = None
+    restores = []
     if not any(arg.startswith("-") for arg in sys.argv[1:]):  # one run, overrides only
-        restore = _check_as_composed(overrides, check)
+        restores.append(_check_as_composed(overrides, check))
     elif not INFORMATIONAL & set(sys.argv[1:]):
         try:
             configs = check_overrides(overrides, multirun)
@@ -120,13 +125,108 @@ def main() -> None:
             # on the base class: Hydra re-executes its plugins' modules (the basic sweeper's
             # among them) when it scans for plugins, which would undo a patch of the subclass
             Sweeper.validate_batch_is_legal = _checked_already
+    held: list = []  # the run dir's claim, or the sweep dir's lock
+    if not INFORMATIONAL & set(sys.argv[1:]):
+        restores.append(_claim_as_composed(held))
     hydra_files.install()
+    _save_config_or_fail()
     freeze_start_up()  # a sweep's own process too: its report, after the points, collects less
     try:
         _hydra_entry()
+    except KeyboardInterrupt:  # a sweep's launcher (a single run's task says it itself)
+        if _debug():
+            raise
+        print(_interrupted(held), file=sys.stderr)
+        sys.exit(130)
     finally:
-        if restore is not None:
+        for restore in restores[::-1]:
             restore()
+
+
+def _claim_as_composed(held: list) -> Callable[[], None]:
+    """Lock the run dir (a sweep's dir) as soon as Hydra has composed the config that names it,
+    before Hydra makes it and writes its .hydra/ files: a second run into it, which would mix
+    its files with the first's, is refused there in one line naming the first (its pid and
+    command), exit 2; so is a folder that cannot hold a run (a file in the way, a read-only or
+    full disk, a name too long), where Hydra would print its traceback. The claim goes in
+    `held`; what is returned lets go of it (and puts Hydra back as it was)."""
+    from hydra._internal.hydra import Hydra  # start-up time: only for a run or a sweep
+
+    from sim.run.rundir import DirLock, RunDir  # start-up time (pandas): as above
+
+    compose = Hydra.compose_config
+    what = f"python -m sim {shlex.join(sys.argv[1:])}"
+
+    def compose_config(self, *args, **kwargs):
+        cfg = compose(self, *args, **kwargs)
+        mode = kwargs.get("run_mode", args[2] if len(args) > 2 else None)
+        if held or mode not in (RunMode.RUN, RunMode.MULTIRUN):
+            return cfg
+        key = "hydra.run.dir" if mode == RunMode.RUN else "hydra.sweep.dir"
+        try:
+            folder = Path(str(OmegaConf.select(cfg, key)))
+        except Exception:  # an interpolation it cannot resolve: Hydra says so, as it would
+            return cfg
+        try:
+            if mode == RunMode.RUN:
+                held.append(RunDir.claim(folder, what, key))
+            else:
+                held.append(DirLock(folder, SWEEP_LOCK, what, key))
+        except UserError as exc:
+            if _debug():
+                raise
+            fail(str(exc))
+        return cfg
+
+    Hydra.compose_config = compose_config
+
+    def restore() -> None:
+        Hydra.compose_config = compose
+        while held:
+            held.pop().release()
+
+    return restore
+
+
+def _save_config_or_fail() -> None:
+    """Hydra writes a run's .hydra/ files before the task runs; a disk that fills up just then
+    (the run dir's claim found room for its lock) is one line, exit 2, not Hydra's traceback."""
+    import hydra.core.utils  # start-up time: only for a run or a sweep
+
+    from sim.run.outputs import write_error  # start-up time (pandas): as above
+
+    save = hydra.core.utils._save_config
+    if getattr(save, "fails_in_one_line", False):
+        return
+
+    def save_config(cfg, filename: str, output_dir: Path) -> None:
+        try:
+            save(cfg, filename, output_dir)
+        except OSError as exc:
+            if _debug():
+                raise
+            fail(str(write_error(Path(output_dir) / filename, exc)))
+
+    save_config.fails_in_one_line = True
+    hydra.core.utils._save_config = save_config
+
+
+SWEEP_LOCK = ".sweep.lock"  # in a sweep's dir while the sweep runs (its runs lock their own)
+
+
+def _interrupted(held: list) -> str:
+    """The one line for Ctrl-C outside a task: a sweep's, with what it left to do."""
+    from sim.run.outputs import INCOMPLETE  # start-up time (pandas): only for a sweep
+    from sim.run.rundir import DirLock  # as above
+
+    sweep = next((h.path.parent for h in held if isinstance(h, DirLock)), None)
+    if sweep is None:
+        return "sim: interrupted"
+    left = len(list(sweep.glob(f"*/{INCOMPLETE}")))
+    return (
+        f"sim: interrupted; {left} run dir{'s' if left != 1 else ''} of the sweep in {sweep} "
+        f"marked {INCOMPLETE}: the same command again runs them and keeps the finished ones"
+    )
 
 
 def _check_as_composed(task_overrides: list[str], check) -> Callable[[], None]:

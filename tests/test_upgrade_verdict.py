@@ -15,6 +15,7 @@ import pytest
 import sim.report.console as console
 import sim.scenarios.runner as runner
 from sim.config import UpgradeConfig
+from sim.run.rundir import RunDir
 from sim.scenarios.upgrade_diff.headline import choose_headline, worst_metric
 from sim.scenarios.upgrade_diff.outcomes import METRICS, Figures, task_key
 from sim.scenarios.upgrade_diff.plan import make_plan
@@ -273,10 +274,14 @@ def test_a_run_whose_stderr_is_not_a_terminal_prints_progress_lines(monkeypatch,
     monkeypatch.setattr(console, "SHOW_AFTER_S", 0.0)
     log = io.StringIO()  # not a TTY
     monkeypatch.setattr(sys, "stderr", log)
-    assert runner._run(_Counting(), config(), tmp_path, sweeping=False) == {"done": 20}
-    assert "simulated 20/20 runs" in log.getvalue()
-    quiet = replace(config(), output=replace(config().output, progress=False))
-    log.seek(0), log.truncate(0)
-    runner._run(_Counting(), quiet, tmp_path, sweeping=False)
-    runner._run(_Counting(), config(), tmp_path, sweeping=True)  # a sweep prints per point
+    run_dir = RunDir.claim(tmp_path, "this test")
+    try:
+        assert runner._run(_Counting(), config(), tmp_path, False, run_dir) == {"done": 20}
+        assert "simulated 20/20 runs" in log.getvalue()
+        quiet = replace(config(), output=replace(config().output, progress=False))
+        log.seek(0), log.truncate(0)
+        runner._run(_Counting(), quiet, tmp_path, False, run_dir)
+        runner._run(_Counting(), config(), tmp_path, True, run_dir)  # a sweep prints per point
+    finally:
+        run_dir.release()
     assert log.getvalue() == ""

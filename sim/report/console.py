@@ -18,6 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from sim.run.rundir import recorded_outputs
+
 SHOW_AFTER_S = 2.0  # runs shorter than this never show a bar
 SHOW_LEFT_S = 5.0  # a time left shorter than this is not said: the run is all but done
 
@@ -219,16 +221,24 @@ NOT_OUTPUTS = ("INCOMPLETE", "done.json")  # a run dir's marks (sim/run/outputs.
 
 
 def outputs_line(out_dir: Path) -> str:
-    """`Outputs: DIR/ (report.html, report.md, ...)`: what the run dir holds now, files and
-    folders (`cases/`) by name, sorted; Hydra's .hydra/, other hidden or temporary files, logs
-    and the run's own marks left out. Every scenario's console ends with it, so the line lists
-    what was written, never what might have been."""
+    """`Outputs: DIR/ (report.html, report.md, ...)`: what this run wrote, files and folders
+    (`cases/`) by name, sorted: the names the run dir's record holds (sim/run/rundir.py: the
+    files of an earlier run are gone by then, and a file no run wrote is not listed). A dir with
+    no record (a scenario run outside the runner) lists what it holds, Hydra's .hydra/, other
+    hidden or temporary files and logs left out. The run's own marks are never listed. Every
+    scenario's console ends with it, so the line lists what was written, never what might
+    have been."""
     if not out_dir.is_dir():
         return f"Outputs: {out_dir}/ (nothing written)"
+    recorded = recorded_outputs(out_dir)
+    if recorded is None:
+        recorded = [
+            p.name for p in out_dir.iterdir() if not p.name.startswith(".") and p.suffix != ".log"
+        ]
     names = [
-        f"{p.name}/" if p.is_dir() else p.name
-        for p in sorted(out_dir.iterdir(), key=lambda p: p.name)
-        if not p.name.startswith(".") and p.suffix != ".log" and p.name not in NOT_OUTPUTS
+        f"{name}/" if (out_dir / name).is_dir() else name
+        for name in sorted(recorded)
+        if name not in NOT_OUTPUTS
     ]
     return f"Outputs: {out_dir}/ ({', '.join(names) or 'nothing written'})"
 

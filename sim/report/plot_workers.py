@@ -13,22 +13,33 @@ has the same bytes.
     pending.result()                       # the function's return value, or its exception
 
 A worker that cannot take a job (it died, its pipe broke) is not waited for: the figure is
-drawn in this process instead. Workers are daemons: they end with this process, or at close().
+drawn in this process instead. Workers end at close(), and with the process they were forked
+from however it ends: multiprocessing's daemon flag ends them only when that process exits
+normally, and a run killed with SIGTERM or SIGKILL left them blocked on their queue for ever
+(two processes, ~210 MB). So each asks the kernel for SIGKILL when its parent ends
+(prctl(PR_SET_PDEATHSIG) on Linux: immediate, even in the middle of a figure or blocked on a
+full pipe, and nothing to go wrong in the worker), then checks that the parent has not ended
+already; where there is no prctl, a worker waiting for a job looks every POLL_S seconds whether
+its parent is still the one it was forked from (os.getppid). A figure cut short leaves only its
+temporary file, which the next run in the run dir removes (sim/run/rundir.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
 import time
 from importlib import import_module
 from typing import Any, NoReturn
 
-POLL_S = 0.5  # how often a wait checks that the worker drawing the figure is still alive
+POLL_S = 0.5  # how often a wait checks that the worker drawing the figure is still alive (and
+# a worker waiting for a job, where there is no prctl, that its parent is)
 STALL_S = 300.0  # a worker silent this long is stopped and its figure drawn here (a figure
 # of a million-request run takes a few seconds; a worker stuck after fork would never answer)
 
@@ -74,12 +85,15 @@ class PlotWorkers:
         """`modules`: what the workers have imported before their first job (the first
         imports them while the run simulates, then forks the others)."""
         ctx = mp.get_context("fork")
+        self._pid = os.getpid()
         self._outcomes = ctx.Queue()
         self._jobs = [ctx.Queue() for _ in range(count)]
         pids = [ctx.RawValue("q", 0) for _ in range(count - 1)]  # the siblings', once forked
         siblings = list(zip(self._jobs[1:], pids, strict=True))
         first = ctx.Process(
-            target=_serve, args=(self._jobs[0], self._outcomes, modules, siblings), daemon=True
+            target=_serve,
+            args=(self._jobs[0], self._outcomes, modules, siblings, self._pid),
+            daemon=True,
         )
         first.start()
         self._procs: list[Any] = [first, *(_Sibling(pid, first) for pid in pids)]
@@ -194,9 +208,29 @@ class _Sibling:
             waited += 0.01
 
 
-def _serve(jobs, outcomes, modules: tuple[str, ...], siblings: list) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(parent: int) -> bool:
+    """Have this (forked) process killed when its parent ends: True where the kernel will do
+    it (Linux), False where the worker must look for itself (_draw). A parent that ended
+    before this was asked ends this process here."""
+    asked = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            asked = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):  # no C library to call: look for itself
+            asked = False
+    if os.getppid() != parent:  # it ended between the fork and the prctl
+        os._exit(0)
+    return asked
+
+
+def _serve(jobs, outcomes, modules: tuple[str, ...], siblings: list, parent: int) -> None:
     """The first worker: import the plotting modules, fork the siblings (each with its job
     queue and a place for its pid), then draw each job until told to end."""
+    watch = not end_with_parent(parent)
     try:
         os.nice(5)  # the run this process was forked from comes first
         for module in modules:
@@ -208,38 +242,57 @@ def _serve(jobs, outcomes, modules: tuple[str, ...], siblings: list) -> None:
         gc.freeze()
         if siblings:  # (no queue has a feeder thread yet: none was written to here)
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the siblings reaped as they end
+        me = os.getpid()
         for sibling_jobs, pid in siblings:
             child = os.fork()
             if not child:
-                _sibling(sibling_jobs, outcomes)
+                _sibling(sibling_jobs, outcomes, me)
             pid.value = child
-        _draw(jobs, outcomes)
+        _draw(jobs, outcomes, parent if watch else None)
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group: the parent handles it
         pass
     finally:
-        outcomes.close()
-        outcomes.join_thread()  # every outcome delivered before the worker exits
+        _deliver(outcomes, parent)
 
 
-def _sibling(jobs, outcomes) -> NoReturn:
+def _sibling(jobs, outcomes, parent: int) -> NoReturn:
     """A forked sibling: draw its jobs, deliver its outcomes, end (os._exit: what follows the
     fork in the first worker is not this process's)."""
     code = 0
     try:
-        _draw(jobs, outcomes)
+        watch = not end_with_parent(parent)
+        _draw(jobs, outcomes, parent if watch else None)
     except KeyboardInterrupt:
         pass
     except BaseException:
         code = 1
     finally:
-        outcomes.close()
-        outcomes.join_thread()
+        _deliver(outcomes, parent)
         os._exit(code)
 
 
-def _draw(jobs, outcomes) -> None:
-    """Draw each job from `jobs` until told to end (None), its outcome sent to `outcomes`."""
-    while (item := jobs.get()) is not None:
+def _deliver(outcomes, parent: int) -> None:
+    """Every outcome delivered before the worker exits; none waited for once the parent has
+    ended (nothing reads them, and a full pipe would never drain)."""
+    outcomes.close()
+    if os.getppid() == parent:
+        outcomes.join_thread()
+    else:
+        outcomes.cancel_join_thread()
+
+
+def _draw(jobs, outcomes, parent: int | None = None) -> None:
+    """Draw each job from `jobs` until told to end (None), its outcome sent to `outcomes`; with
+    `parent`, end too once the process forked from is no longer the parent."""
+    while True:
+        try:
+            item = jobs.get(timeout=POLL_S) if parent is not None else jobs.get()
+        except queue.Empty:
+            if os.getppid() != parent:
+                return
+            continue
+        if item is None:
+            return
         number, job = item
         try:
             outcomes.put((number, True, _call(*job)))

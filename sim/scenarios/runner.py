@@ -2,10 +2,13 @@
 
     python -m sim ...      sim/__main__.py checks every run's config up front (check), then
                            Hydra calls run_task once per run (each point of a -m sweep)
-    run_task(cfg)          the run dir marked INCOMPLETE while the task runs; in a sweep, a run
-                           dir that already finished this very configuration is not run again
-                           (an interrupted sweep resumes, sim/scenarios/sweep/table.py); then
-                           scenario.run, write, brief; the summary returned
+    run_task(cfg)          the run dir locked for this run (another run there is refused, in
+                           one line naming it: sim/run/rundir.py), marked INCOMPLETE while the
+                           task runs; in a sweep, a run dir that already finished this very
+                           configuration is not run again (an interrupted sweep resumes,
+                           sim/scenarios/sweep/table.py); then scenario.run, write, the files an
+                           earlier run left there and this one did not write removed, brief;
+                           the summary returned
 
 The sweep's own outputs (sweep.parquet, report.md) come from the Hydra callback of
 sim/scenarios/sweep/table.py when the last run has ended.
@@ -13,7 +16,11 @@ sim/scenarios/sweep/table.py when the last run has ended.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import multiprocessing as mp
+import shlex
+import signal
 import sys
 import time
 from dataclasses import asdict, replace
@@ -25,11 +32,17 @@ from omegaconf import DictConfig
 
 from sim.cli import to_sim_config
 from sim.config import SimConfig
+from sim.errors import UserError
 from sim.report.console import ProgressBar, ProgressLines
 from sim.run.findings import warning_line
 from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
+from sim.run.rundir import RunDir
 from sim.scenarios.protocol import Scenario
 from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line
+
+# What a task reads back from an earlier run in its run dir, kept whatever ran there before:
+# upgrade_diff's outcome of each simulation, by a digest of its inputs (a rerun resumes).
+KEEPS = {"upgrade_diff": ("simulations",)}
 
 
 def scenario_for(task: str) -> Scenario:
@@ -97,18 +110,30 @@ def run_task(cfg: DictConfig) -> dict:
             f"{', '.join(params)}; this ran one point of it. Add -m to run the sweep.",
             file=sys.stderr,
         )
-    if sweeping and (done := finished_summary(out_dir, config)) is not None:
-        print(f"{out_dir}: already finished, not run again")
-        return done
+    if sweeping and mp.parent_process() is not None:  # a point in a launcher's worker
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's: sim/__main__.py
+    run_dir = RunDir.claim(out_dir, f"python -m sim {shlex.join(hc.overrides.task)}")
+    try:
+        if sweeping and (done := finished_summary(out_dir, config)) is not None:
+            print(f"{out_dir}: already finished, not run again")
+            return done
+        run_dir.begin()
+        return _run_marked(sim_cfg, out_dir, sweeping, run_dir, config, hc)
+    finally:
+        run_dir.release()
+
+
+def _run_marked(sim_cfg: SimConfig, out_dir: Path, sweeping: bool, run_dir: RunDir, config, hc):
+    """The task, with the run dir marked INCOMPLETE until every output is written."""
     mark_incomplete(out_dir, "its task is running (or the process running it was killed)")
     try:
-        summary = _run(scenario_for(sim_cfg.task), sim_cfg, out_dir, sweeping)
+        summary = _run(scenario_for(sim_cfg.task), sim_cfg, out_dir, sweeping, run_dir)
     except KeyboardInterrupt:
-        mark_incomplete(out_dir, "interrupted (Ctrl-C) before its outputs were all written")
+        _mark(out_dir, "interrupted (Ctrl-C) before its outputs were all written")
         print(f"sim: interrupted; {out_dir} is marked {INCOMPLETE}", file=sys.stderr)
         raise
     except BaseException as exc:
-        mark_incomplete(out_dir, f"stopped by an error: {exc}")
+        _mark(out_dir, f"stopped by an error: {exc}")
         raise
     mark_complete(out_dir)
     if sweeping:
@@ -117,6 +142,13 @@ def run_task(cfg: DictConfig) -> dict:
         if line:
             print(line, flush=True)
     return summary
+
+
+def _mark(out_dir: Path, why: str) -> None:
+    """Say why in INCOMPLETE; where it cannot be rewritten (the disk that stopped the run is
+    full), the mark the run began with stays."""
+    with contextlib.suppress(UserError):
+        mark_incomplete(out_dir, why)
 
 
 _frozen = False  # this process's start-up objects are out of the collector's reach
@@ -137,7 +169,9 @@ def freeze_start_up() -> None:
         _frozen = True
 
 
-def _run(scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool) -> dict:
+def _run(
+    scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool, run_dir: RunDir
+) -> dict:
     freeze_start_up()
     if cfg.output.progress and not sys.stderr.isatty() and not sweeping:
         bar = ProgressLines(what=scenario.counts)  # a log: a plain line per tenth of the runs
@@ -146,6 +180,15 @@ def _run(scenario: Scenario, cfg: SimConfig, out_dir: Path, sweeping: bool) -> d
     with bar:
         result = scenario.run(cfg, out_dir, bar)
     scenario.write(result, out_dir)
+    _, foreign = run_dir.settle(KEEPS.get(cfg.task, ()))  # what "Outputs:" lists (brief)
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+        print(
+            f"sim: note: {out_dir} holds {len(foreign)} "
+            f"{'entry' if len(foreign) == 1 else 'entries'} no run of sim recorded ({shown}): "
+            "left as they are, and not among this run's outputs",
+            file=sys.stderr,
+        )
     scenario.brief(result, out_dir, sweeping)
     if line := warning_line(result.summary.get("audit")):  # every task that audits its runs
         print(line, file=sys.stderr)
