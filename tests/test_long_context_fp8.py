@@ -13,6 +13,7 @@ import pytest
 
 from sim.config import SimConfig
 from sim.errors import UserError
+from sim.report.escape import md_inline
 from sim.scenarios.long_context.report import report_text
 from sim.scenarios.long_context.runs import Context
 from sim.scenarios.long_context.study import run_long_context
@@ -53,7 +54,8 @@ def test_an_engine_refusing_fp8_kv_is_said_and_the_study_goes_on():
     assert m.max_context_tokens_fp8_kv == 0 and "cannot serve" in m.why_not_fp8_kv
     assert "none with FP8 KV, which vllm@0.8.3 refuses here" in memory_sentence(study)
     report = report_text(study, {})
-    assert f"| why not with FP8 KV | {m.why_not_fp8_kv} |" in report
+    # the reason quotes file names (`_is_v1_...`, `*.py`): escaped, so they read as text
+    assert f"| why not with FP8 KV | {md_inline(m.why_not_fp8_kv)} |" in report
     assert "**FP8 KV** (kv_cache_dtype=fp8): the engine refuses it here." in report
     assert study.remedies.fp8_kv.ttft_s is None
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.report.escape import Md, md_text
 from sim.report.figures import md_table, plt, save_png
 from sim.report.html import write_report
 from sim.report.run_plots import plot_latency_cdfs
@@ -97,7 +98,7 @@ def _split_rows(split: dict) -> list[tuple]:
         (PART_LABELS[p], *(f"{split[p][k]:,.1f}" for k in ("mean", "median", "p99"))) for p in PARTS
     ]
     total = sum(split[p]["mean"] for p in PARTS)
-    rows.append(("**TTFT (sum of the means)**", f"**{total:,.1f}**", "", ""))
+    rows.append((Md("**TTFT (sum of the means)**"), Md(f"**{total:,.1f}**"), "", ""))
     return rows
 
 
@@ -144,13 +145,15 @@ def write_run_report(result, out_dir: Path) -> Path:
     ]
     t, link = d["transfer"], d["link"]
     c = s["sim"]["conservation"]
+    model, backend = md_text(s["model_id"]), md_text(s["backend"].removeprefix("sim:"))
+    over = md_text(link["display_name"])  # the model, the GPU, the link: maybe a user's files
     text = f"""# Disaggregated prefill/decode
 
-{s["model_id"]}, {s["backend"].removeprefix("sim:")}: {d["prefill"]["gpus"]} prefill GPUs and
+{model}, {backend}: {d["prefill"]["gpus"]} prefill GPUs and
 {d["decode"]["gpus"]} decode GPUs ({d["ratio"]}, {d["gpus"]} in all), KV over
-{link["display_name"]} ({link["bytes_per_s"] / 1e9:g} GB/s per GPU, {link["latency_s"] * 1e6:g} us
+{over} ({link["bytes_per_s"] / 1e9:g} GB/s per GPU, {link["latency_s"] * 1e6:g} us
 per transfer), {"layer by layer" if d["kv_transfer_layerwise"] else "after the prefill"}.
-Workload: {s["sim"]["workload"]}.
+Workload: {md_text(s["sim"]["workload"])}.
 
 ## Headline
 

@@ -19,7 +19,14 @@ from sim.run.outputs import atomic_write  # noqa: E402
 
 PNG_META = {"Software": None}  # keep PNG bytes independent of the matplotlib build string
 
-__all__ = ["PNG_META", "md_table", "plain_formatter", "plain_ticks", "plt", "save_png"]
+__all__ = ["PNG_META", "md_table", "plain_formatter", "plain_ticks", "plot_text", "plt", "save_png"]
+
+
+def plot_text(value: object) -> str:
+    """A user's string (a GPU's or a model's name, a case's hardware) as a figure shows it:
+    every `$` escaped, so matplotlib does not read `$...$` as mathtext, which raises on what it
+    cannot parse (`$\\frac$`) and sets the rest in italics."""
+    return str(value).replace("$", r"\$")
 
 
 def save_png(fig, path: Path, dpi: int = 110) -> str:

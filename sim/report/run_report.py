@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from sim.report.escape import md_code, md_text
 from sim.report.html import md_table
 from sim.report.html import write_report as write_md_html
 from sim.report.plot_workers import Pending, PlotWorkers, done
@@ -115,17 +116,22 @@ def write_report(result, out_dir: Path, plots: list[Pending] | None = None) -> P
     ]
     pricing = setup.pricing
     calibrated = (
-        f"calibrated on measured kernels ({pricing.source})"
+        f"calibrated on measured kernels ({md_text(pricing.source)})"
         if pricing.calibrated
-        else f"**{pricing.source}** (roofline x fixed efficiencies: absolute times are estimates)"
+        else f"**{md_text(pricing.source)}** (roofline x fixed efficiencies: absolute times are "
+        "estimates)"
     )
-    priced = ", ".join(f"{k}: {v}" for k, v in sim["priced_with"].items())
+    priced = md_text(", ".join(f"{k}: {v}" for k, v in sim["priced_with"].items()))
+    # the model, the GPU and the cost profile may be a user's files, with their names
+    model, gpu = md_text(setup.model.name), md_text(setup.hardware.display_name)
+    backend = md_text(s["backend"].removeprefix("sim:"))
+    workload = md_text(result.workload.description)
     text = f"""# Simulation report
 
-{setup.model.name} on {_gpus(cfg.parallel)} x {setup.hardware.display_name}
-({_layout(cfg.parallel)}), {s["backend"].removeprefix("sim:")} ({cfg.entry_point} entry point),
-weights {setup.model.resolve_weight_dtype(cfg.dtype)}. Workload: {result.workload.description};
-seed {cfg.seed}. Cost profile `{pricing.profile}`: {calibrated}.
+{model} on {_gpus(cfg.parallel)} x {gpu}
+({_layout(cfg.parallel)}), {backend} ({cfg.entry_point} entry point),
+weights {setup.model.resolve_weight_dtype(cfg.dtype)}. Workload: {workload};
+seed {cfg.seed}. Cost profile {md_code(pricing.profile)}: {calibrated}.
 Kernel classes priced with: {priced}.
 
 ## Headline (vllm bench serve fields)
@@ -178,11 +184,12 @@ def _audit_section(audit: dict | None) -> str:
          f"{t['worst']['ratio']:.3g}: {t['worst']['subject']}, {t['worst']['where']}")
         for name, t in audit["checks"].items() if t["worst"]
     ]  # fmt: skip
+    w = audit["worst"]  # its subject may be a user's GPU or model, by name
     found = (
         "**no figure beyond what the hardware allows**"
         if not audit["violations"]
         else f"**{audit['violations']:,} figure(s) beyond what the hardware allows**; the worst: "
-        f"{audit['worst']['subject']}, {audit['worst']['where']}: {audit['worst']['detail']}"
+        + md_text(f"{w['subject']}, {w['where']}: {w['detail']}")
     )
     return f"""
 ## Physics audit

@@ -13,6 +13,7 @@ from sim.calibrate.check import layer_rows, mape_pct, price_table
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar, outputs_line
+from sim.report.escape import md_code, md_row, md_text
 from sim.report.figures import plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json
@@ -98,13 +99,17 @@ def write_outputs(result: dict, obs: pd.DataFrame, pred: np.ndarray, out_dir: Pa
     image = plot(obs, pred, out_dir / "kernel_check.png")
     write_json(out_dir / "summary.json", result)
     kc = result["kernel_check"]
-    lines = [f"| {op} | {v:.2f} |" for op, v in kc["per_op"].items()]
-    detail = [f"| {op} | {v:.2f} |" for op, v in kc["per_operator"].items()]
+    # the table, its operators' names and the GPU are a user's files and what they hold
+    lines = [md_row((op, f"{v:.2f}")) for op, v in kc["per_op"].items()]
+    detail = [md_row((op, f"{v:.2f}")) for op, v in kc["per_operator"].items()]
+    table, gpu, profile = (md_code(result[k]) for k in ("timings", "hardware", "cost_profile"))
+    family, source = md_code(result["kernel_family"]), md_text(result["source"])
+    priced = md_text(", ".join(f"{k} <- {v}" for k, v in result["priced_with"].items()))
     text = f"""# Kernel check
 
-Table: `{result["timings"]}` ({kc["num_rows"]} rows priced, {kc["num_rows_not_modelled"]} of
-kernel classes the cost model does not price). GPU `{result["hardware"]}`; cost profile
-`{result["cost_profile"]}` (kernel family `{result["kernel_family"]}`: {result["source"]}).
+Table: {table} ({kc["num_rows"]} rows priced, {kc["num_rows_not_modelled"]} of
+kernel classes the cost model does not price). GPU {gpu}; cost profile
+{profile} (kernel family {family}: {source}).
 
 Overall MAPE: **{kc["overall_mape_pct"]:.2f}%**
 
@@ -118,6 +123,6 @@ Overall MAPE: **{kc["overall_mape_pct"]:.2f}%**
 
 ![predicted vs measured]({image})
 
-Priced with: {", ".join(f"{k} <- {v}" for k, v in result["priced_with"].items())}.
+Priced with: {priced}.
 """
     write_report(out_dir, text)

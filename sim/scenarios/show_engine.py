@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sim.config import SimConfig
 from sim.engines.resolve import after_memory, resolve
@@ -22,6 +23,7 @@ from sim.engines.settings import EngineSettings
 from sim.errors import UserError
 from sim.kv.memory import GIB, MemoryPlan, plan_memory
 from sim.report.console import ProgressBar, outputs_line
+from sim.report.escape import md_row, md_text, one_line
 from sim.run.outputs import atomic_write, write_json
 from sim.run.setup import Setup
 from sim.specs.hardware import Hardware, load_hardware
@@ -113,32 +115,35 @@ class ShowEngine:
 
     def write(self, result: EngineShown, out_dir: Path) -> None:
         write_json(out_dir / "summary.json", result.summary)
+        # the model, the GPU and the engine arguments' values may be a user's: escaped
         lines = [
-            f"# {result.title}",
+            f"# {md_text(result.title)}",
             "",
             "| setting | value | category | rule |",
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {r['name']} | {_fmt(r['value'])} | {r['category']} | {r['rule']} |"
+            md_row((r["name"], _fmt(r["value"]), r["category"], r["rule"]))
             for r in result.settings.records()
         ]
         lines += ["", plan_sentence(result.memory)]
         if result.refusal is not None:
-            lines += ["", f"**The engine would refuse to start:** {result.refusal}"]
+            lines += ["", f"**The engine would refuse to start:** {md_text(result.refusal)}"]
         text = "\n".join(lines) + "\n"
         atomic_write(out_dir / "settings.md", lambda p: p.write_text(text))
 
     def brief(self, result: EngineShown, out_dir: Path, sweeping: bool) -> None:
+        # Text, not rich markup: a "[/]" in a GPU's name or an engine argument is text
         console = Console(width=200)
-        table = Table(title=result.title, title_justify="left")
+        table = Table(title=Text(one_line(result.title)), title_justify="left")
         for column in ("setting", "value", "category", "rule"):
             table.add_column(column, overflow="fold")
         for r in result.settings.records():
-            table.add_row(r["name"], _fmt(r["value"]), r["category"], r["rule"])
+            cells = (r["name"], _fmt(r["value"]), r["category"], r["rule"])
+            table.add_row(*(Text(one_line(c)) for c in cells))
         console.print(table)
-        console.print(plan_sentence(result.memory))
-        console.print(outputs_line(out_dir), highlight=False)
+        console.print(plan_sentence(result.memory), markup=False)
+        console.print(outputs_line(out_dir), highlight=False, markup=False)
         if result.refusal is not None:  # sim/__main__.py prints it last and exits 2
             raise UserError(result.refusal)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.report.escape import md_text
 from sim.report.figures import plain_ticks, plt, save_png
 from sim.report.html import write_report
 from sim.report.placement import place_labels
@@ -161,15 +162,16 @@ def report_text(r: CapacityResult, plot: str) -> str:
     per_replica = r.answer.saturated_rate_per_replica
     rows += [_probe_row(k, p, per_replica) for k, p in enumerate(r.probes, 1)]
     slos = ", ".join(f"{m}_ms <= {t:g}" for m, t in r.targets_ms.items())
+    # the model, the GPU, the workload and the price's source may name a user's files
     return f"""# Capacity within latency SLOs
 
-**{headline(r)}**
+**{md_text(headline(r))}**
 
-- Workload: {r.workload}, {r.num_requests} requests per simulation; SLOs on p99
+- Workload: {md_text(r.workload)}, {r.num_requests} requests per simulation; SLOs on p99
   ({slos}); every probe's verdict is a
   {r.confidence:.0%} Student t interval of the worse p99 / SLO over its seeds (the same
   seeds at every probe).
-- Cost: {_cost_text(r)}.
+- Cost: {md_text(_cost_text(r))}.
 - {_stop_text(r)}
 - {r.simulations_run} simulations in {r.wall_time_s:.1f} s.
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from sim.report.disagg_run import plot_ttft_split
-from sim.report.figures import plt, save_png
+from sim.report.escape import md_text
+from sim.report.figures import plot_text, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import atomic_write, write_json
 from sim.scenarios.disagg.result import Colocated, DisaggResult, Probe
@@ -68,8 +69,9 @@ def plot_probes(r: DisaggResult, path: Path) -> str:
         b = r.best
         ax.scatter([b.prefill_replicas], [b.decode_replicas], s=420, facecolors="none",
                    edgecolors="black", lw=1.5, label="fewest GPUs", zorder=5)  # fmt: skip
-    ax.set_xlabel(f"prefill replicas (x {r.prefill_pool.tp} {r.prefill_pool.hardware})")
-    ax.set_ylabel(f"decode replicas (x {r.decode_pool.tp} {r.decode_pool.hardware})")
+    pp, dp = r.prefill_pool, r.decode_pool  # a GPU's name: maybe a user's file's
+    ax.set_xlabel(plot_text(f"prefill replicas (x {pp.tp} {pp.hardware})"))
+    ax.set_ylabel(plot_text(f"decode replicas (x {dp.tp} {dp.hardware})"))
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
@@ -94,12 +96,12 @@ def _colocated_text(col: Colocated | None) -> str:
     if col is None:
         return "Not searched (disagg.colocated=false)."
     if col.answer is None:
-        return f"Colocated replicas: {col.why}"
+        return f"Colocated replicas: {md_text(col.why)}"
     at = col.answer.at_capacity
     return (
         f"Colocated (prefill and decode on the same GPUs, scenario=capacity's replica "
         f"search, the same SLOs and seeds): **{col.replicas} replicas x {col.tp} "
-        f"{col.hardware} = {col.gpus} GPUs**, p99 TTFT {at.p99_ttft_ms:,.0f} ms, "
+        f"{md_text(col.hardware)} = {col.gpus} GPUs**, p99 TTFT {at.p99_ttft_ms:,.0f} ms, "
         f"p99 TPOT {at.p99_tpot_ms:.1f} ms ({col.simulations_run} simulations)."
     )
 
@@ -120,14 +122,15 @@ def report_text(r: DisaggResult, plots: list[str]) -> str:
     link = r.link
     when = "layer by layer" if r.kv_transfer_layerwise else "after each prefill"
     slos = ", ".join(f"{m}_ms <= {t:g}" for m, t in r.targets_ms.items())
+    # the model, the GPUs and the link may be a user's files, by name
     return f"""# Disaggregated prefill/decode: the split that meets the SLOs
 
-**{headline(r)}**
+**{md_text(headline(r))}**
 
-- {r.model}, {r.engine}, {r.num_requests} requests per simulation at {r.rate:g}
+- {md_text(r.model)}, {md_text(r.engine)}, {r.num_requests} requests per simulation at {r.rate:g}
   req/s; SLOs on p99 ({slos}); each probe's
   verdict is a 95% Student t interval of the worse p99 / SLO over its seeds.
-- KV over {link.display_name} ({link.bytes_per_s / 1e9:g} GB/s per GPU,
+- KV over {md_text(link.display_name)} ({link.bytes_per_s / 1e9:g} GB/s per GPU,
   {link.latency_s * 1e6:g} us per transfer), {when}.
 - Fewest decode replicas for each prefill count: {per}.
 - {_colocated_text(r.colocated)}

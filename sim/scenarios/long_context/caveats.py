@@ -5,6 +5,7 @@ pessimistic: the reverse)."""
 
 from __future__ import annotations
 
+from sim.report.escape import md_text
 from sim.scenarios.long_context.architectures import Architecture
 from sim.scenarios.long_context.sparse_prefill import SEARCH_QUERIES, dual_chunk_config
 from sim.scenarios.long_context.study import Study
@@ -58,7 +59,8 @@ def unmodelled(study: Study) -> list[str]:
     if dca:
         span = dca.get("chunk_size", 0) - dca.get("local_size", 0)
         out.append(
-            f"Dual Chunk Attention's position remapping ({study.model}'s config: chunks of "
+            f"Dual Chunk Attention's position remapping ({md_text(study.model)}'s config: "
+            "chunks of "
             f"{dca.get('chunk_size', 0):,} tokens, {dca.get('local_size', 0):,} local): the "
             f"engine attends in three passes (within a {span:,}-token chunk, to the chunk "
             "before, to all earlier ones), each with its own rotated queries, and merges them; "
@@ -91,12 +93,14 @@ def unmodelled(study: Study) -> list[str]:
     priored = [name for name, k in kinds.items() if any(p in k for p in PRIORED)]
     if priored:
         out.append(
-            f"MLA, the sparse indexer and linear attention ({', '.join(priored)}): priced by "
+            f"MLA, the sparse indexer and linear attention ({md_text(', '.join(priored))}): "
+            "priced by "
             "the roofline prior, without measured kernel tables: it may lean either way."
         )
     if study.prompt_tokens + study.output_tokens > study.trained_context_tokens:
         out.append(
-            f"Beyond {study.trained_context_tokens:,} positions, {study.model}'s answers: RoPE "
+            f"Beyond {study.trained_context_tokens:,} positions, {md_text(study.model)}'s "
+            "answers: RoPE "
             "scaling changes no work, so the times stand, but what the model's output is worth "
             "is not something a simulator can say."
         )

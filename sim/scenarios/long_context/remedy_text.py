@@ -4,6 +4,7 @@ produced."""
 
 from __future__ import annotations
 
+from sim.report.escape import md_text
 from sim.report.figures import md_table
 from sim.scenarios.long_context.remedies import BudgetChoice, Disaggregated, Fp8Kv
 from sim.scenarios.long_context.sparse_prefill import SPARSE_FROM_TOKENS, SparsePrefill
@@ -59,7 +60,7 @@ def remedy_section(study: Study) -> list[str]:
         x = r.decode_context_parallel
         lines += [
             f"**Decode context parallelism** (vLLM --decode-context-parallel-size {x.dcp}, "
-            f"SGLang --dcp-size): {x.why}; sharding them instead leaves "
+            f"SGLang --dcp-size): {md_text(x.why)}; sharding them instead leaves "
             f"{gib(x.kv_bytes_sequence_per_gpu)} per GPU (fits: "
             f"{'yes' if x.fits else 'no'}; longest {tok(x.max_context_tokens)}), decode "
             f"{ms(x.decode_ms_per_token)}, on the same GPUs.",
@@ -118,13 +119,13 @@ def disagg_paragraph(d: Disaggregated) -> str:
 def fp8_paragraph(f: Fp8Kv) -> str:
     head = "**FP8 KV** (kv_cache_dtype=fp8)"
     if f.ttft_s is None:
-        return f"{head}: the engine refuses it here. {f.why_not}."
+        return f"{head}: the engine refuses it here. {md_text(f.why_not)}."
     text = (
         f"{head}: {gib(f.kv_bytes_sequence_per_gpu)} per GPU, longest context "
         f"{tok(f.max_context_tokens)}; TTFT {dur(f.ttft_s)}, decode "
         f"{ms(f.decode_ms_per_token)} (priced with this GPU's fp8 attention kernels)"
     )
-    return text + (f"; it holds none: {f.why_not}." if f.why_not else ".")
+    return text + (f"; it holds none: {md_text(f.why_not)}." if f.why_not else ".")
 
 
 def sparse_paragraph(x: SparsePrefill, n: int) -> str:

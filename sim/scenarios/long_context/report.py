@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from sim.kv.memory import GIB
-from sim.report.figures import plt, save_png
+from sim.report.escape import md_text
+from sim.report.figures import plot_text, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import write_json, write_parquet
 from sim.scenarios.long_context.architectures import Architecture, ArchitectureError
@@ -59,8 +60,9 @@ def plot_scaling(study: Study, path: Path) -> str:
                     xytext=(4, -14), textcoords="offset points")  # fmt: skip
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("seconds")
-    ax.set_title(f"Time to first token by part, {study.model} on {study.at.num_gpus} × "
-                 f"{study.hardware} ({study.at.parallel})", fontsize=10)  # fmt: skip
+    ax.set_title(plot_text(f"Time to first token by part, {study.model} on "
+                           f"{study.at.num_gpus} × {study.hardware} ({study.at.parallel})"),
+                 fontsize=10)  # fmt: skip
     ax.grid(which="both", alpha=0.25)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -103,7 +105,7 @@ def plot_architectures(
     rows = [r for r in answers if isinstance(r, Architecture)]
     if not rows:
         return None
-    names = [f"{r.model}\n({r.attention})" for r in rows]
+    names = [plot_text(f"{r.model}\n({r.attention})") for r in rows]
     y = np.arange(len(rows))
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.45 * len(rows) + 1.6), sharey=True)
     values = (
@@ -125,25 +127,29 @@ def plot_architectures(
 
 def report_text(study: Study, plots: dict) -> str:
     traffic = study.traffic
+    # the model and the GPU may be a user's files, by name; the four sentences are the
+    # console's too, plain text: escaped whole
+    model, gpu = md_text(study.model), md_text(study.hardware)
+    background = traffic.background if traffic is not None else "no background traffic"
     lines = [
-        f"# Long context: {study.model}, a {study.prompt_tokens:,}-token prompt on "
-        f"{study.hardware} ({study.memory.given_parallel})",
+        f"# Long context: {model}, a {study.prompt_tokens:,}-token prompt on "
+        f"{gpu} ({study.memory.given_parallel})",
         "",
-        f"Engine {study.engine}; {study.output_tokens} output tokens; "
-        f"{traffic.background if traffic is not None else 'no background traffic'}.",
+        f"Engine {md_text(study.engine)}; {study.output_tokens} output tokens; "
+        f"{md_text(background)}.",
         "",
-        *([f"Parallelism: {study.tp_choice.why}.", ""] if study.tp_choice.why else []),
+        *([f"Parallelism: {md_text(study.tp_choice.why)}.", ""] if study.tp_choice.why else []),
         "## What breaks, in the order you meet it",
         "",
-        f"1. **Memory.** {memory_sentence(study)}",
-        f"2. **Time to first token.** {ttft_sentence(study)}",
-        f"3. **Decode.** {decode_sentence(study)}",
-        f"4. **Everyone else.** {cotenant_sentence(study)}",
+        f"1. **Memory.** {md_text(memory_sentence(study))}",
+        f"2. **Time to first token.** {md_text(ttft_sentence(study))}",
+        f"3. **Decode.** {md_text(decode_sentence(study))}",
+        f"4. **Everyone else.** {md_text(cotenant_sentence(study))}",
         "",
     ]
     if study.prompt_tokens + study.output_tokens > study.trained_context_tokens:
         lines += [
-            f"Note: {study.model} is trained to {study.trained_context_tokens:,} positions. "
+            f"Note: {model} is trained to {study.trained_context_tokens:,} positions. "
             "Engines refuse a longer max_model_len unless told otherwise (vLLM: "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, with RoPE scaling); what the model's answers are "
             "worth beyond its trained length is not something a simulator can say.",

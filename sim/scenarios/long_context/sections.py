@@ -5,6 +5,7 @@ run produced."""
 
 from __future__ import annotations
 
+from sim.report.escape import md_text
 from sim.report.figures import md_table
 from sim.scenarios.long_context.architectures import Architecture
 from sim.scenarios.long_context.study import Study
@@ -34,7 +35,8 @@ def cotenant_section(study: Study, plots: dict) -> list[str]:
             )
         )
     lines += [
-        f"Background: {traffic.background}. Co-tenants are the requests that arrive between the "
+        f"Background: {md_text(traffic.background)}. Co-tenants are the requests that "
+        "arrive between the "
         "long request's arrival and its last token; each cell is without → with it (the same "
         "requests, the same arrival times).",
         "",
@@ -56,7 +58,7 @@ def cotenant_section(study: Study, plots: dict) -> list[str]:
         "",
     ]
     for why in traffic.not_run:
-        lines += [f"Not run, as the engine would refuse it at start-up: {why}.", ""]
+        lines += [f"Not run, as the engine would refuse it at start-up: {md_text(why)}.", ""]
     if plots.get("timeline"):
         lines += [f"![Step times and co-tenant latencies]({plots['timeline']})", ""]
     return lines
@@ -144,7 +146,7 @@ def architecture_section(study: Study, plots: dict) -> list[str]:
     rows, errors = [], []
     for r in arch:
         if not isinstance(r, Architecture):
-            errors.append(f"- {r.model}: {r.error}")
+            errors.append(f"- {md_text(r.model)}: {md_text(r.error)}")
             continue
         rows.append(
             (

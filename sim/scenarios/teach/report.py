@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sim.report.escape import md_text
 from sim.report.figures import md_table
 from sim.report.html import write_report
 from sim.report.timeline import plot_timeline, trace_events, write_trace
@@ -26,7 +27,9 @@ def write_teach_outputs(out: LessonRuns, out_dir: Path, command: str) -> None:
         events += trace_events(r.steps, r.phases, label, pid_base=k * 100)
     write_trace(out_dir / "trace.json", events, {"lesson": out.lesson})
     r0 = results[0]
-    workload = r0.workload.description
+    workload = md_text(r0.workload.description)
+    # the model and the GPU may be a user's files, by name
+    model, gpu = md_text(r0.setup.model.name), md_text(r0.setup.hardware.display_name)
     rows = [(name, *map(str, values)) for name, *values in out.rows]
     text = f"""# {lesson.title}
 
@@ -38,8 +41,8 @@ def write_teach_outputs(out: LessonRuns, out_dir: Path, command: str) -> None:
 
 ## The two runs
 
-The same requests ({workload}) on {r0.setup.model.name}, one
-{r0.setup.hardware.display_name}, seed {r0.setup.config.seed}; only this differs:
+The same requests ({workload}) on {model}, one
+{gpu}, seed {r0.setup.config.seed}; only this differs:
 {" / ".join(f"**{label}**" for label in labels)}. Every number below is read from the two runs.
 
 {md_table(rows, ("", *labels))}

@@ -4,6 +4,7 @@ version."""
 
 from __future__ import annotations
 
+from sim.report.escape import md_code, md_fence, md_text
 from sim.report.figures import md_table
 from sim.scenarios.upgrade_diff.result import UpgradeResult
 from sim.scenarios.upgrade_diff.verdict import NAMES
@@ -36,15 +37,13 @@ def unexplained(s: UpgradeResult) -> list[str]:
 
 def restore(s: UpgradeResult) -> list[str]:
     rc = s.restore_command
-    minimal = ", ".join(s.minimal_set)
+    minimal = md_text(", ".join(s.minimal_set))  # the commands hold a user's values, maybe
     lines = ["", "## Restoring the old behaviour on the new version", ""]
     if rc.minimal_command:
         lines += [
-            f"{s.after.engine} with the minimal set set back ({minimal}):",
+            f"{md_text(s.after.engine)} with the minimal set set back ({minimal}):",
             "",
-            "```bash",
-            rc.minimal_command,
-            "```",
+            *md_fence(rc.minimal_command, "bash"),
         ]
     else:
         lines.append(f"No engine flag sets the minimal set ({minimal or 'empty'}) back; see below.")
@@ -52,13 +51,11 @@ def restore(s: UpgradeResult) -> list[str]:
         "",
         "Every changed setting set back (those that matter first):",
         "",
-        "```bash",
-        rc.command,
-        "```",
+        *md_fence(rc.command, "bash"),
     ]
     if rc.not_restorable:
         lines += ["", "No flag restores:", ""]
-        lines += [f"- `{x.setting}`: {x.why}" for x in rc.not_restorable]
+        lines += [f"- {md_code(x.setting)}: {md_text(x.why)}" for x in rc.not_restorable]
     return lines
 
 

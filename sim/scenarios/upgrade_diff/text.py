@@ -5,6 +5,7 @@ that restore the old behaviour (advice.py), and the method."""
 
 from __future__ import annotations
 
+from sim.report.escape import Md, md_code, md_text
 from sim.report.figures import md_table
 from sim.scenarios.upgrade_diff.advice import restore, unexplained
 from sim.scenarios.upgrade_diff.headline import within_noise
@@ -19,7 +20,9 @@ MATCH_WARN_PCT = 10.0  # a simulated before further than this from the baseline 
 
 def report_text(s: UpgradeResult, plots: dict) -> str:
     sides = pair(s.before.engine, s.after.engine, s.attribution, s.config.upgrade)
-    lines = [f"# Upgrade diff: {sides.title}", "", f"**{s.verdict}**", ""]
+    # the verdict, the notes and the judgements are the console's too, plain text: escaped
+    # whole; the model, the GPU, a baseline's path and a setting's value may be a user's
+    lines = [f"# Upgrade diff: {md_text(sides.title)}", "", f"**{md_text(s.verdict)}**", ""]
     lines += _overload(s)
     lines += _other_headlines(s)
     lines += _workload(s)
@@ -39,7 +42,7 @@ def _overload(s: UpgradeResult) -> list[str]:
     lines = []
     for side in (s.before, s.after):
         if side.overload is not None and (warning := side.overload.warning(side.engine)):
-            lines += [warning, ""]
+            lines += [md_text(warning), ""]
     return lines
 
 
@@ -49,7 +52,7 @@ def _other_headlines(s: UpgradeResult) -> list[str]:
         return []
     lines = ["## Every headline asked in this run dir", ""]
     for metric, v in s.verdicts.items():
-        said = "this report's, above" if metric == s.headline else v["verdict"]
+        said = "this report's, above" if metric == s.headline else md_text(v["verdict"])
         lines.append(f"- `upgrade.headline={metric}`: {said}")
     return [*lines, ""]
 
@@ -58,7 +61,7 @@ def _workload(s: UpgradeResult) -> list[str]:
     cfg = s.config
     w = cfg.workload
     lines = [
-        f"{cfg.model} on {cfg.hardware} (TP {cfg.parallel.tp}), "
+        f"{md_text(cfg.model)} on {md_text(cfg.hardware)} (TP {cfg.parallel.tp}), "
         f"{s.before.metrics['completed']:.0f} requests ({w.kind}"
         + (f", {w.rate:g} req/s" if w.rate and not w.concurrency else "")  # (a closed loop
         + (f", concurrency {w.concurrency}" if w.concurrency else "")  # has no rate)
@@ -68,11 +71,11 @@ def _workload(s: UpgradeResult) -> list[str]:
         "of the 95% interval over seeds (and sampled orders).",
         "",
     ]
-    return lines + [f"- {note}" for note in s.notes]
+    return lines + [f"- {md_text(note)}" for note in s.notes]
 
 
 def _baseline(s: UpgradeResult) -> list[str]:
-    b = s.before.engine
+    b = md_text(s.before.engine)
     lines = ["", "## Baseline", ""]
     base = s.baseline
     if base.kind == SIMULATED:
@@ -87,8 +90,9 @@ def _baseline(s: UpgradeResult) -> list[str]:
         (NAMES[k][0], fmt(k, base.measured[k]), fmt(k, base.simulated[k]), f"{v:+.1f}%")
         for k, v in base.match_pct.items()
     ]
-    lines.append(f"Recorded baseline: `{base.path}` ({base.kind}).")
-    header = ("metric", "recorded", f"simulated {b} (seed {s.shapley.seeds[0]})", "error")
+    lines.append(f"Recorded baseline: {md_code(base.path)} ({base.kind}).")
+    header = ("metric", "recorded", f"simulated {s.before.engine} (seed {s.shapley.seeds[0]})",
+              "error")  # fmt: skip
     lines += ["", md_table(rows, header), ""]
     if worst > MATCH_WARN_PCT:
         lines.append(
@@ -151,7 +155,7 @@ def _attribution(s: UpgradeResult, sides: Pair, plots: dict) -> list[str]:
     lines = ["## Attribution", "", f"![waterfall]({plots['waterfall']})", ""]
     rows = [
         (
-            f"`{r.setting}`" + (" *" if r.in_minimal_set else ""),
+            Md(md_code(r.setting) + (" *" if r.in_minimal_set else "")),
             r.category,
             _v(r.before),
             _v(r.after),
@@ -181,9 +185,9 @@ def _attribution(s: UpgradeResult, sides: Pair, plots: dict) -> list[str]:
         "95% interval includes zero), left out of the verdict. `added to before`: the before "
         "version with that one change; `removed from after`: the after version minus it with "
         "the sign of the upgrade. `*`: the minimal set (delta debugging) that reproduces at "
-        f"least 90% of the {head} change: {', '.join(f'`{x}`' for x in s.minimal_set) or 'none'}. "
+        f"least 90% of the {head} change: {', '.join(map(md_code, s.minimal_set)) or 'none'}. "
         f"Inert ({len(sh.inert)}): no effect on any run either way"
-        + (f" ({', '.join(f'`{x}`' for x in sh.inert)})" if sh.inert else "")
+        + (f" ({', '.join(map(md_code, sh.inert))})" if sh.inert else "")
         + ".",
         "",
         "By category (that category's changes alone on the before version; the interaction is "
@@ -199,7 +203,7 @@ def _by_category(s: UpgradeResult) -> list[str]:
     rows.append(("total change", *(f"{s.change_pct[k]:+.1f}" for k in METRICS)))
     lines = [md_table(rows, ("category", *(NAMES[k][0] for k in METRICS)))]
     for u in s.unpriced:  # inert because no table tells its two sides apart: no evidence
-        lines += ["", f"Note: {u.words}. Its 0 above is no evidence either way."]
+        lines += ["", f"Note: {md_text(u.words)}. Its 0 above is no evidence either way."]
     return lines
 
 
@@ -210,7 +214,8 @@ def _load(s: UpgradeResult, plots: dict) -> list[str]:
     where = appears_at(sweep, s.headline)
     if sweep.swept == "rate":
         lines.append(
-            f"{s.before.engine}'s capacity on this workload (every request queued at once): "
+            f"{md_text(s.before.engine)}'s capacity on this workload (every request queued at "
+            "once): "
             f"{sweep.capacity_rps:.2f} req/s."
         )
     if where is None:
@@ -249,9 +254,10 @@ def _method(s: UpgradeResult) -> list[str]:
     ]
 
 
-def _v(value) -> str:
+def _v(value) -> Md:
+    """A setting's value in a cell: a string (maybe a user's engine argument) as code."""
     if isinstance(value, list):
-        return f"{len(value)} sizes, {min(value)}..{max(value)}" if value else "none"
+        return Md(f"{len(value)} sizes, {min(value)}..{max(value)}" if value else "none")
     if isinstance(value, float):
-        return f"{value:.3g}"
-    return f"`{value}`" if isinstance(value, str) else str(value)
+        return Md(f"{value:.3g}")
+    return Md(md_code(value) if isinstance(value, str) else md_text(value))

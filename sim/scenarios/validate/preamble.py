@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sim.report.escape import Md, md_code, md_row, md_text
 from sim.scenarios.validate.importers.silicon import IMPLAUSIBLE_PREFILL_SHARE
 from sim.scenarios.validate.settings import SETTINGS, SettingsBand, inside_band, setting_name
 from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, Target, select_rows
@@ -70,13 +71,11 @@ def group_table(table: Sequence[Row]) -> list[str]:
     ]
     for (model, hw, engine), g in sorted(groups.items()):
         tpot, ttft = g.get("mean_tpot_ms", []), g.get("mean_ttft_ms", [])
-        lines.append(
-            f"| {model} | {hw} | {engine} | {len(g['cases'])} | {_median(tpot, False)} | "
-            f"{_median(tpot, True).lstrip('+')} | {_median(ttft, True).lstrip('+')} | "
-            f"{len(g.get('flagged', ()))} |"
-        )
+        errors = (_median(tpot, False), _median(tpot, True).lstrip("+"))
+        errors += (_median(ttft, True).lstrip("+"), len(g.get("flagged", ())))
+        lines.append(md_row((model, hw, engine, len(g["cases"]), *errors)))
     models = sorted({m for m, _, _ in groups})
-    lines += ["", *[f"- **{m}**: {GROUP_CAUSES[m]}" for m in models if m in GROUP_CAUSES]]
+    lines += ["", *[f"- **{md_text(m)}**: {GROUP_CAUSES[m]}" for m in models if m in GROUP_CAUSES]]
     lines.append(
         "- **TTFT, every model**: a closed loop of fixed lengths keeps the grouping its first "
         "wave had; with all clients starting together the simulator's prompts prefill in "
@@ -101,7 +100,7 @@ def preamble(
     band: SettingsBand | None = None,
 ) -> str:
     lines = [
-        f"Regenerate with `{command}` (needs ../shared/data; it prints how long it took). "
+        f"Regenerate with {md_code(command)} (needs ../shared/data; it prints how long it took). "
         "Sources: AIConfigurator `silicon_sample.csv` (vLLM and "
         "SGLang rows on H100/H200, aggregated deployments; mean TTFT and TPOT at fixed "
         "concurrency, replayed as closed loops, output throughput by Little's law) and "
@@ -127,7 +126,7 @@ def preamble(
     if table:
         lines += group_table(table)
     if notes:
-        lines += ["", *[f"- {n}" for n in notes]]
+        lines += ["", *[f"- {md_text(n)}" for n in notes]]  # the importers' (a data file's)
     return "\n".join(lines) + "\n"
 
 
@@ -140,7 +139,7 @@ def _targets(reached: Sequence[Target]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for t in reached:
-        met = {True: "yes", False: "**no**", None: "(no target)"}[t.met]
+        met = {True: "yes", False: Md("**no**"), None: "(no target)"}[t.met]
         if t.met is None and t.limit_pct is not None:
             met = "(no values)"
         unflagged = ""
@@ -148,10 +147,8 @@ def _targets(reached: Sequence[Target]) -> list[str]:
             unflagged = f"{_pct(t.unflagged.median_abs_pct_error)} ({t.unflagged.num_values})"
         stat = STATISTICS.get(t.statistic, t.statistic)
         limit = "" if t.limit_pct is None else f"{t.limit_pct:.0f}%"
-        lines.append(
-            f"| {t.target} | {t.metric} ({stat}) | {limit} | {_pct(t.value_pct)} | "
-            f"{t.num_values} | {met} | {unflagged} |"
-        )
+        cells = (t.target, f"{t.metric} ({stat})", limit, _pct(t.value_pct), t.num_values)
+        lines.append(md_row((*cells, met, unflagged)))
     return lines
 
 
@@ -169,9 +166,7 @@ def _spread(reached: Sequence[Target], spread: dict[str, MedianError]) -> list[s
     ]
     together = {t.metric: t.value_pct for t in reached if t.target == VLLM_ROWS}
     for metric, s in spread.items():
-        lines.append(
-            f"| {metric} | {_pct(together.get(metric))} | {_pct(s.median_abs_pct_error)} |"
-        )
+        lines.append(md_row((metric, _pct(together.get(metric)), _pct(s.median_abs_pct_error))))
     return lines
 
 
@@ -187,24 +182,24 @@ def band_lines(band: SettingsBand, table: Sequence[Row]) -> list[str]:
         "",
         f"The sources do not say how the benchmark's clients started nor whether the server's "
         f"prefix cache was warm from an earlier run of the same prompts, so the "
-        f"{len(band.cases)} {'/'.join(engines) or 'chosen'} cases are simulated under "
+        f"{len(band.cases)} {md_text('/'.join(engines)) or 'chosen'} cases are simulated under "
         "every plausible setting (`workload.stagger`, `workload.cache_warm`; a setting a case "
         "states is kept; an open loop has no client start to vary). validation.csv's "
         "band_low/band_high give each case's lowest and highest prediction over them "
         f"({band.num_runs} extra simulations, {band.num_failed} failed).",
         "",
-        "| setting | cases | " + " | ".join(metrics) + " |",
+        md_row(("setting", "cases", *metrics)),
         "|---|---|" + "---|" * len(metrics),
     ]
     for s, a in accs.items():
         cells = [_pct(a.median_abs_pct_error.get(m)) for m in metrics]
         n = len(band.results.get(s, {}))
-        lines.append(f"| {setting_name(s)} | {n} | " + " | ".join(cells) + " |")
+        lines.append(md_row((setting_name(s), n, *cells)))
     lines += ["", "(median absolute error per metric)"]
     inside = inside_band(table)
     if inside:
         lines += ["", "| metric | measured values inside the band | values with a band |"]
         lines.append("|---|---|---|")
         for m, (f, n) in inside.items():
-            lines.append(f"| {m} | {100 * f:.0f}% | {n} |")
+            lines.append(md_row((m, f"{100 * f:.0f}%", n)))
     return lines

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.report.figures import plt, save_png
+from sim.report.escape import Md, md_row, md_text
+from sim.report.figures import plot_text, plt, save_png
 from sim.report.html import write_report
 from sim.run.outputs import atomic_write, write_json
 from sim.scenarios.validate.causes import likely_causes
@@ -76,7 +77,7 @@ def plot_metric(df: pd.DataFrame, metric: str, path: Path) -> str:
     ax.fill_between(xs, xs * (1 - BAND), xs * (1 + BAND), color="0.88", label="±10%")
     ax.plot(xs, xs, color="0.4", lw=1, label="y = x")
     for hw, g in d.groupby("hardware", sort=True):
-        ax.scatter(g.measured, g.predicted, s=14, label=hw, alpha=0.8)
+        ax.scatter(g.measured, g.predicted, s=14, label=plot_text(hw), alpha=0.8)
     banded = d[np.isfinite(d.band_low) & np.isfinite(d.band_high) & (d.band_low > 0)]
     if len(banded):
         ax.vlines(banded.measured, banded.band_low, banded.band_high, color="0.5", lw=0.6)
@@ -103,8 +104,10 @@ def _pct(v) -> str:
 
 
 def _report(v: Validation, df: pd.DataFrame, out_dir: Path, preamble: str = "") -> str:
+    """report.md. A case file's ids, models, GPUs, engines and reasons are a user's strings:
+    every table row goes through md_row, every other such string through md_text."""
     lines = [
-        f"# Validation: {v.title}",
+        f"# Validation: {md_text(v.title)}",
         "",
         *([preamble, ""] if preamble else []),
         *_overall(v),
@@ -132,16 +135,18 @@ def _overall(v: Validation) -> list[str]:
         "|---|---|---|---|",
     ]
     for m, med in a.median_abs_pct_error.items():
-        lines.append(f"| {m} | {a.num_values[m]} | {med:.1f}% | {a.p90_abs_pct_error[m]:.1f}% |")
-    return [*lines, "", audit_sentence(v.audit)]
+        lines.append(md_row((m, a.num_values[m], f"{med:.1f}%", f"{a.p90_abs_pct_error[m]:.1f}%")))
+    return [*lines, "", audit_sentence(v.audit, md_text)]
 
 
-def audit_sentence(audit: dict) -> str:
-    """What the physics audit of every case's run found (sim/run/audit.py), in one line."""
+def audit_sentence(audit: dict, text=str) -> str:
+    """What the physics audit of every case's run found (sim/run/audit.py), in one line; the
+    worst's subject (a case's id) and detail through `text` (md_text for report.md)."""
     if not audit["runs"]:
         return "Physics audit: no case ran."
     worst = audit["worst"]
-    closest = f"{worst['ratio']:.3g} of its limit ({worst['subject']}, {worst['where']})"
+    where = f"{text(worst['subject'])}, {text(worst['where'])}"
+    closest = f"{worst['ratio']:.3g} of its limit ({where})"
     if not audit["violations"]:
         return (
             f"Physics audit of the {audit['runs']} runs: {audit['checked_steps']:,} steps, the "
@@ -150,7 +155,7 @@ def audit_sentence(audit: dict) -> str:
         )
     return (
         f"Physics audit of the {audit['runs']} runs: **{audit['violations']:,} violations** of "
-        f"the GPUs' and links' limits; the worst: {closest}: {worst['detail']}."
+        f"the GPUs' and links' limits; the worst: {closest}: {text(worst['detail'])}."
     )
 
 
@@ -158,11 +163,11 @@ def _slices(table: list[Row]) -> list[str]:
     lines = []
     for dim, groups in by_slice(table).items():
         metrics = sorted({m for g in groups.values() for m in g.accuracy.median_abs_pct_error})
-        lines += ["", f"## By {dim}", "", f"| {dim} | cases | " + " | ".join(metrics) + " |"]
+        lines += ["", f"## By {dim}", "", md_row((dim, "cases", *metrics))]
         lines.append("|---|---|" + "---|" * len(metrics))
         for value, g in groups.items():
             cells = [_pct(g.accuracy.median_abs_pct_error.get(m)) for m in metrics]
-            lines.append(f"| {value} | {g.num_cases} | " + " | ".join(cells) + " |")
+            lines.append(md_row((value, g.num_cases, *cells)))
         lines.append("")
         lines.append("(median absolute error per metric)")
     return lines
@@ -184,7 +189,7 @@ def _combined(table: list[Row]) -> list[str]:
         f"median); **worse**: a quantity with >= {SLICE_MIN_RUNS} runs whose median absolute "
         f"error is above {SLICE_LIMIT_PCT:.0f}%. Runs: simulated (refused).",
         "",
-        "| GPU | dtype | engine | workload | runs | " + " | ".join(quantities) + " | worse |",
+        md_row(("GPU", "dtype", "engine", "workload", "runs", *quantities, "worse")),
         "|---|---|---|---|---|" + "---|" * len(quantities) + "---|",
     ]
     for s in slices:
@@ -197,12 +202,8 @@ def _combined(table: list[Row]) -> list[str]:
             for q in quantities
         ]
         refused = f" ({s.num_refused})" if s.num_refused else ""
-        worse = ", ".join(f"**{q}**" for q in s.worse)
-        lines.append(
-            f"| {' | '.join(s.key)} | {s.num_cases}{refused} | "
-            + " | ".join(cells)
-            + f" | {worse} |"
-        )
+        worse = Md(", ".join(f"**{md_text(q)}**" for q in s.worse))
+        lines.append(md_row((*s.key, f"{s.num_cases}{refused}", *cells, worse)))
     return lines
 
 
@@ -215,7 +216,10 @@ def _plots(df: pd.DataFrame, out_dir: Path) -> list[str]:
         lines.append(f"![{p}]({p})")
         left_out = plottable(df, m)[1]
         if left_out:
-            lines += ["", f"({m}: {left_out} rows left out of the plot: a value <= 0 or missing)"]
+            lines += [
+                "",
+                f"({md_text(m)}: {left_out} rows left out of the plot: a value <= 0 or missing)",
+            ]
     if not lines:
         return []
     return ["", "## Predicted vs measured", "", *lines]
@@ -234,10 +238,8 @@ def _distributions(v: Validation) -> list[str]:
     ]
     for cid, tests in distributions.items():
         for q, t in tests.items():
-            lines.append(
-                f"| {cid} | {q} | {t.statistic:.3f} | {t.pvalue:.3g} | "
-                f"{t.num_measured} / {t.num_predicted} |"
-            )
+            counts = f"{t.num_measured} / {t.num_predicted}"
+            lines.append(md_row((cid, q, f"{t.statistic:.3f}", f"{t.pvalue:.3g}", counts)))
     return lines
 
 
@@ -260,10 +262,8 @@ def _worst(v: Validation, df: pd.DataFrame) -> list[str]:
     for _, r in worst.iterrows():
         case, res = simulated[r.case]
         why = likely_causes(case, res.facts, r.metric, r.error_pct)
-        lines.append(
-            f"| {r.case} | {r.metric} | {_fmt(r.measured, 2)} | {_fmt(r.predicted, 2)} | "
-            f"{r.error_pct:+.1f}% | {why} |"
-        )
+        values = (_fmt(r.measured, 2), _fmt(r.predicted, 2), f"{r.error_pct:+.1f}%")
+        lines.append(md_row((r.case, r.metric, *values, why)))
     return lines
 
 
@@ -273,7 +273,7 @@ def _failed(v: Validation) -> list[str]:
         return []
     lines = ["", "## Cases that could not be simulated", "", "| case | reason |", "|---|---|"]
     for cid, why in failed.items():
-        lines.append(f"| {cid} | {str(why).replace('|', '/')} |")
+        lines.append(md_row((cid, why)))
     return lines
 
 
@@ -296,7 +296,5 @@ def _reasons(table: list[Row]) -> list[str]:
     for why, rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         counted = sum(1 for r in rs if r.error_pct is not None)
         first = rs[0]
-        lines.append(
-            f"| {why.replace('|', '/')} | {len(rs)} | {counted} | {first.case}, {first.metric} |"
-        )
+        lines.append(md_row((why, len(rs), counted, f"{first.case}, {first.metric}")))
     return lines
