@@ -7,14 +7,11 @@ The core never sees Hydra.
 
 from __future__ import annotations
 
-import math
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from functools import cache
+from dataclasses import dataclass, field
 
-from sim.errors import UserError, shown
+from sim.config_schema import build
+from sim.errors import UserError
 
 WORKLOAD_KINDS = ("poisson", "gamma", "constant", "burst", "closed_loop", "trace", "bench_json")
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
@@ -43,10 +40,14 @@ MAX_REQUESTS = 10_000_000
 MAX_TOKENS = 2**24  # 16,777,216: more than any model's context window
 MAX_GPUS = 4096
 MAX_RUNS = 10_000
+MAX_SPAN_S = 10**9  # about 30 years: the longest a run's clock, or a trace, may span
 _REQUESTS_WHY = "every request is simulated and kept in memory"
 _TOKENS_WHY = "more tokens than any model's context window"
 _GPUS_WHY = "the largest deployments use a few thousand GPUs"
 _RUNS_WHY = "each is a whole simulation"
+# Beyond MAX_SPAN_S, float64 seconds lose the step times latencies are made of (at 1e301 s,
+# 1e301 + 0.01 == 1e301: every latency would read 0); past it, a time is a unit mix-up anyway.
+_SPAN_WHY = "about 30 years, the longest a run may span"
 
 
 def _requests(default, **checks):
@@ -63,6 +64,10 @@ def _gpus(default, **checks):
 
 def _runs(default, **checks):
     return _opt(default, max=MAX_RUNS, why=_RUNS_WHY, **checks)
+
+
+def _seconds(default, why=_SPAN_WHY, **checks):
+    return _opt(default, max=MAX_SPAN_S, why=why, **checks)
 
 
 ROUTERS = ("least_loaded", "least_outstanding", "round_robin", "prefix_aware")
@@ -90,6 +95,10 @@ class Parallel:
     node_link: str = "infiniband"
 
 
+_BURST_WHY = "below it float64 draws of the gaps round to 0: every request arrives at once"
+_SIGMA_WHY = "beyond it nearly every length drawn is 1 token or the max_len_factor clip"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
     kind: str = _opt("poisson", choices=WORKLOAD_KINDS)
@@ -98,14 +107,15 @@ class WorkloadConfig:
     # (kind=trace) is replayed at this mean rate, its arrival times scaled (None: the trace's own
     # times); auto (scenario=upgrade_diff only): upgrade.auto_rate_fraction x the before
     # version's capacity on this workload
-    burstiness: float | None = _opt(None, gt=0)  # gamma shape (--burstiness); None: 1 or the file's
+    burstiness: float | None = _opt(None, min=1e-3, low_why=_BURST_WHY)  # gamma shape
+    # (--burstiness); None: 1 or the file's
     concurrency: int | None = _opt(None, min=1)  # cap on requests in flight (--max-concurrency)
     input_len: int = _tokens(1024, min=1)  # mean prompt length (fixed / uniform / lognormal)
     output_len: int = _tokens(256, min=1)
     length_dist: str = _opt("fixed", choices=LENGTH_DISTS)
     range_ratio: float = _opt(0.0, min=0, lt=1)  # uniform: len x [1 - r, 1 + r]
-    input_sigma: float = _opt(1.0, gt=0)  # lognormal: sigma of log(length)
-    output_sigma: float = _opt(1.0, gt=0)
+    input_sigma: float = _opt(1.0, gt=0, max=10, why=_SIGMA_WHY)  # lognormal: sigma of log(length)
+    output_sigma: float = _opt(1.0, gt=0, max=10, why=_SIGMA_WHY)
     max_len_factor: float = _opt(16.0, gt=1)  # lognormal draws clipped at factor x mean
     lengths: str | None = None  # a file to draw (prompt, output) pairs from
     path: str | None = None  # the trace or bench JSON to replay
@@ -150,6 +160,7 @@ class ValidateConfig:
 
 
 _AUTO_WHY = "above the capacity the queue grows without end; give workload.rate=R for that"
+_LOAD_WHY = "x the before version's capacity: 0.001 is an idle server, 1000 every request at once"
 UPGRADE_METRICS = (
     "request_throughput",
     "output_throughput",
@@ -177,11 +188,14 @@ class UpgradeConfig:
     headline: str = _opt("auto", choices=("auto", *UPGRADE_METRICS))  # the metric the verdict
     # and the minimal set explain; auto: the one that regressed in measured results, else
     # throughput when it moved beyond the noise, else the largest adverse change (headline.py)
-    loads: tuple[float, ...] | None = (0.5, 0.7, 0.85, 1.0, 1.15)  # x the before version's
+    loads: tuple[float, ...] | None = _opt(
+        (0.5, 0.7, 0.85, 1.0, 1.15), min=1e-3, low_why=_LOAD_WHY, max=1e3, why=_LOAD_WHY
+    )  # x the before version's
     # capacity (open loop) or x the concurrency (closed loop); empty: no load sweep
     jobs: int | None = _opt(None, min=1)  # simulations at once (default: every core)
-    auto_rate_fraction: float = _opt(0.7, gt=0, max=1.0, why=_AUTO_WHY)  # workload.rate=auto:
-    # this fraction of the before version's capacity (its throughput with every request queued)
+    auto_rate_fraction: float = _opt(0.7, min=1e-3, low_why=_LOAD_WHY, max=1.0, why=_AUTO_WHY)
+    # workload.rate=auto: this fraction of the before version's capacity (its throughput with
+    # every request queued)
 
 
 ARCHITECTURES = (
@@ -206,9 +220,9 @@ class LongContextConfig:
     prompt_tokens: int = _opt(1048576, min=1, max=2**30, why="the study sizes its KV in memory")
     # (beyond any model's window on purpose: the study says what fits, and where nothing does)
     output_tokens: int = _tokens(256, min=1)
-    arrival_s: float = _opt(30.0, min=0)  # when the long request arrives among the traffic
+    arrival_s: float = _seconds(30.0, min=0)  # when the long request arrives among the traffic
     background: bool = True  # the workload's traffic around it (the co-tenants)
-    budgets: tuple[int, ...] | None = (2048, 8192, 32768)  # chunked-prefill token budgets
+    budgets: tuple[int, ...] | None = _tokens((2048, 8192, 32768))  # chunked-prefill budgets
     # compared for the co-tenants (the engine's own is always added)
     architectures: tuple[str, ...] | None = ARCHITECTURES  # models compared at this length
     network_bytes_per_s: float = _opt(50e9, gt=0)  # per GPU between nodes (400 Gb/s NIC):
@@ -299,8 +313,8 @@ class TeachConfig:
     long_prompts: int = _requests(3, min=1)  # chunked_prefill: long prompts among the traffic
     long_prompt_tokens: int = _tokens(12288, min=1)  # chunked_prefill, head_of_line
     long_output_tokens: int = _tokens(16, min=1)
-    long_arrival_s: float = _opt(1.0, min=0)  # the first long prompt's arrival
-    long_gap_s: float = _opt(1.0, min=0)  # between long prompts; head_of_line: the short
+    long_arrival_s: float = _seconds(1.0, min=0)  # the first long prompt's arrival
+    long_gap_s: float = _seconds(1.0, min=0)  # between long prompts; head_of_line: the short
     # requests start this long after the long one
 
 
@@ -314,7 +328,8 @@ class SimConfig:
     entry_point: str = _opt("server", choices=("server", "offline"))
     dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp8_block", "fp4", "int4"))
     cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
-    max_sim_time_s: float | None = _opt(None, gt=0)  # stop the clock here; report the rest
+    max_sim_time_s: float | None = _seconds(None, gt=0, why=f"{_SPAN_WHY}; null: no limit")
+    # stop the clock here; report the rest
     fast_forward: bool = True  # jump over runs of decode-only steps (same results, faster)
     trace: bool = False  # record each request's phases: trace.json (Perfetto) and timeline.png
     parallel: Parallel = field(default_factory=Parallel)
@@ -332,7 +347,7 @@ class SimConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> SimConfig:
-        cfg = _build(cls, data, "")
+        cfg = build(cls, data)
         if cfg.workload.rate == AUTO and cfg.task != "upgrade_diff":
             raise UserError(
                 "workload.rate=auto: only scenario=upgrade_diff chooses a rate (a fraction of the "
@@ -340,120 +355,41 @@ class SimConfig:
                 "second, e.g. workload.rate=8 (scenario=capacity finds the highest rate within "
                 "latency SLOs)"
             )
+        _check_spans(cfg)
         return cfg
 
 
-@cache
-def _hints(cls) -> dict:
-    """The type hints of a config dataclass (resolving them is slow; they never change)."""
-    return typing.get_type_hints(cls)
+def slowest_rate(num_requests: int) -> float:
+    """The lowest request rate whose `num_requests` arrivals fit in MAX_SPAN_S."""
+    return num_requests / MAX_SPAN_S
 
 
-def _build(cls, data, prefix: str):
-    if not isinstance(data, Mapping):
+def too_slow(key: str, rate: float, num_requests: int, span_s: float) -> str:
+    """Why `num_requests` arrivals at `rate` req/s, over `span_s` seconds, cannot run."""
+    return (
+        f"{key}={rate:g}: {num_requests:,} requests at that rate arrive over {span_s:.3g} s, more "
+        f"than the {MAX_SPAN_S:.0e} s ({_SPAN_WHY}: past it, float64 seconds lose the step times "
+        f"latencies are made of); the smallest rate that fits is num_requests / {MAX_SPAN_S:.0e} s "
+        f"= {max(slowest_rate(num_requests), rate * span_s / MAX_SPAN_S):.3g} req/s"
+    )
+
+
+def _check_spans(cfg: SimConfig) -> None:
+    """The arrivals a config sets end within MAX_SPAN_S (those drawn are checked again as drawn,
+    sim/workload/generate.py; a trace's span as it is read, sim/workload/traces.py)."""
+    w, n = cfg.workload, cfg.workload.num_requests
+    rates = []
+    if w.kind in ("poisson", "gamma", "constant", "bench_json") and isinstance(w.rate, float):
+        rates.append(("workload.rate", w.rate))
+    if cfg.task == "capacity" and cfg.capacity.rate is not None:
+        rates.append(("capacity.rate", cfg.capacity.rate))
+    for key, rate in rates:
+        if n is not None and rate < slowest_rate(n):
+            raise UserError(too_slow(key, rate, n, n / rate))
+    t = cfg.teach
+    last = t.long_arrival_s + (t.long_prompts - 1) * t.long_gap_s
+    if cfg.task == "teach" and last > MAX_SPAN_S:
         raise UserError(
-            f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {shown(data, 60)}"
+            f"teach.long_gap_s={t.long_gap_s:g}: the last of {t.long_prompts} long prompts would "
+            f"arrive at {last:.3g} s, past {MAX_SPAN_S:.0e} s ({_SPAN_WHY}); shorten the gap"
         )
-    hints = _hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known, key=str)
-    if unknown:
-        name = unknown[0] if isinstance(unknown[0], str) and unknown[0].isprintable() else None
-        name = name or shown(unknown[0], 60)
-        raise UserError(
-            f"unknown key {prefix}{name}; allowed under {prefix.rstrip('.') or 'the top'}: "
-            f"{', '.join(sorted(known))}"
-        )
-    values = {}
-    for f in fields(cls):
-        key = prefix + f.name
-        if f.name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise UserError(f"missing key {key}")
-            continue
-        value, hint = data[f.name], hints[f.name]
-        if hasattr(hint, "__dataclass_fields__"):
-            values[f.name] = _build(hint, value, key + ".")
-        elif typing.get_origin(hint) is Mapping or hint is Mapping:
-            if not isinstance(value, Mapping):
-                raise UserError(f"{key}: expected a mapping of NAME: value")
-            values[f.name] = dict(value)
-        else:
-            values[f.name] = _check(key, value, hint, f.metadata)
-    return cls(**values)
-
-
-def _check(key: str, value, hint, checks: Mapping):
-    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    if value is None:
-        if type(None) in kinds:
-            return None
-        raise UserError(f"{key}: a value is required")
-    if isinstance(value, str) and "words" in checks:  # a number field that takes a word too
-        if value in checks["words"]:
-            return value
-        raise UserError(
-            f"{key}={shown(value, 60)}: expected a number or {'/'.join(checks['words'])}"
-        )
-    kind = next(k for k in kinds if k is not type(None))
-    if typing.get_origin(kind) is tuple:  # a list of strings (or one string), or of numbers
-        item = typing.get_args(kind)[0]
-        if item is str:
-            items = [value] if isinstance(value, str) else value
-            if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
-                raise UserError(f"{key}={shown(value, 60)}: expected a string or a list of strings")
-            return tuple(items)
-        if not isinstance(value, (list, tuple)):
-            raise UserError(f"{key}={shown(value, 60)}: expected a list, e.g. [0.5, 1.0]")
-        items = tuple(_coerce(key, v, item) for v in value)
-        for v in items:
-            if not math.isfinite(v) or v <= 0:
-                raise UserError(
-                    f"{key}={shown(value, 60)}: every value must be a finite number > 0"
-                )
-        return items
-    value = _coerce(key, value, kind)
-    if "choices" in checks and value not in checks["choices"]:
-        raise UserError(f"{key}={shown(value, 60)}: choose one of {', '.join(checks['choices'])}")
-    if kind in (int, float):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UserError(f"{key}={shown(value, 60)}: must be a finite number")
-        bounds = (
-            ("min", lambda v, b: v >= b, ">="),
-            ("gt", lambda v, b: v > b, ">"),
-            ("lt", lambda v, b: v < b, "<"),
-            ("max", lambda v, b: v <= b, "<="),
-        )
-        for name, ok, sign in bounds:
-            if name in checks and not ok(value, checks[name]):
-                why = f" ({checks['why']})" if name == "max" and "why" in checks else ""
-                raise UserError(f"{key}={shown(value, 60)}: must be {sign} {checks[name]}{why}")
-    return value
-
-
-def _coerce(key: str, value, kind):
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        raise UserError(f"{key}={shown(value, 60)}: expected true or false")
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{key}={shown(value, 60)}: expected an integer")
-        if isinstance(value, float) and not math.isfinite(value):  # nan / inf from the CLI
-            raise UserError(f"{key}={shown(value, 60)}: expected an integer (a finite number)")
-        if value != int(value):
-            raise UserError(f"{key}={shown(value, 60)}: expected an integer")
-        if not -(2**63) <= value < 2**63:  # numpy's int64 holds every count and seed
-            raise UserError(f"{key}={shown(value, 60)}: must fit in a 64-bit integer (< 2**63)")
-        return int(value)
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{key}={shown(value, 60)}: expected a number")
-        if isinstance(value, int) and not -(2**1023) < value < 2**1023:
-            raise UserError(f"{key}={shown(value, 60)}: must be a finite number")
-        return float(value)
-    if kind is str:
-        if not isinstance(value, str):
-            raise UserError(f"{key}={shown(value, 60)}: expected a string")
-        return value
-    raise TypeError(f"unsupported config type {kind} for {key}")

@@ -3,8 +3,9 @@
     results = fan_out(fn, calls, jobs, progress, keep)
 
 runs fn(*args) for each args in `calls` and returns the results in the order of `calls`,
-`jobs` at a time in joblib's worker processes (every core by default; one job, or one call,
-runs in this process). Workers keep their pricing tables from one call to the next
+`jobs` at a time in joblib's worker processes (every core by default, never more than the
+cores this process may run on: `say_if_capped` tells the user of a scenario's `jobs` key; one
+job, or one call, runs in this process). Workers keep their pricing tables from one call to the next
 (sim/cost/attention.py shares decode tables by fingerprint). `progress(done, total)` is called
 as each call finishes. With `keep` (a folder and one key per call), each result is written
 there as JSON the moment it arrives, and a call whose result is already kept is not run again:
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,32 @@ class Kept:
             return json.loads(self.path(i).read_text())
         except (OSError, json.JSONDecodeError):
             return None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity mask where the OS has one (a container
+    or `taskset` limits it below os.cpu_count())."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def jobs_at_once(jobs: int | None) -> int:
+    """How many simulations a `jobs` setting runs at once: every usable core by default, and
+    never more (a worker process per job beyond them only costs memory and start-up)."""
+    cores = usable_cores()
+    return min(jobs or cores, cores)
+
+
+def say_if_capped(jobs: int | None, key: str) -> None:
+    """One line on stderr when a scenario's `jobs` setting (config key `key`) asks for more
+    workers than jobs_at_once gives it."""
+    if jobs is not None and jobs > (cores := usable_cores()):
+        print(
+            f"sim: {key}={jobs} is more than the {cores} cores this process may use: "
+            f"{cores} simulations at a time",
+            file=sys.stderr,
+        )
 
 
 def _indexed(fn: Callable, i: int, args: tuple):
@@ -80,7 +108,7 @@ def fan_out(
         if progress:
             progress(len(results), total)
 
-    n = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
+    n = min(jobs_at_once(jobs), max(len(todo), 1))
     if n == 1:
         for i in todo:
             done(i, fn(*calls[i]))

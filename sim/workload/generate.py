@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.config import MAX_TOKENS, WorkloadConfig
+from sim.config import MAX_SPAN_S, MAX_TOKENS, WorkloadConfig, slowest_rate, too_slow
 from sim.errors import UserError
 from sim.workload.request import Request
 from sim.workload.traces import TraceTable, load_trace
@@ -145,14 +145,13 @@ def _num_requests(cfg: WorkloadConfig, table: TraceTable | None) -> int:
 def _arrivals(cfg: WorkloadConfig, table, n: int, rng) -> tuple[np.ndarray, int | None, str]:
     kind, rate, burstiness, concurrency = cfg.kind, cfg.rate, cfg.burstiness, cfg.concurrency
     if kind == "trace":
+        arrival = _replayed(table.arrival_s[:n], rate, table.format)
+        if rate is None:
+            return arrival, concurrency, f"replayed from {table.format}"
         return (
-            _replayed(table.arrival_s[:n], rate, table.format),
+            _within_span(arrival, rate),
             concurrency,
-            (
-                f"replayed from {table.format}"
-                if rate is None
-                else f"replayed from {table.format} at {rate:g} req/s"
-            ),
+            f"replayed from {table.format} at {rate:g} req/s",
         )
     if kind == "bench_json":  # the file's arrival process unless the config overrides it
         rate = table.request_rate if rate is None else rate
@@ -167,20 +166,35 @@ def _arrivals(cfg: WorkloadConfig, table, n: int, rng) -> tuple[np.ndarray, int 
         return np.zeros(n), concurrency, "all at t=0"
     if rate is None:
         raise UserError(f"workload={kind} needs workload.rate (requests per second)")
+    if not rate >= slowest_rate(n):  # a rate derived from others' (a load factor, a file's)
+        raise UserError(too_slow("workload.rate", rate, n, n / rate if rate > 0 else math.inf))
     if kind == "constant":
-        return np.arange(n) / rate, concurrency, f"constant {rate:g} req/s"
+        return _within_span(np.arange(n) / rate, rate), concurrency, f"constant {rate:g} req/s"
     if kind == "poisson" and burstiness not in (None, 1.0):
         raise UserError("workload=poisson has burstiness 1; use workload=gamma for other values")
     shape = 1.0 if burstiness is None else burstiness
     # vllm bench serve: gaps ~ Gamma(shape=burstiness, scale=1/(rate x burstiness)), first at 0
-    gaps = rng.gamma(shape=shape, scale=1.0 / (rate * shape), size=n - 1)
-    arrival = np.concatenate(([0.0], np.cumsum(gaps)))
+    # (with a burstiness so large that rate x burstiness overflows, the mean gap over it: the
+    # gaps are then 1 / rate each, as they tend to, not 1 / inf = 0)
+    scale = 1.0 / (rate * shape) if math.isfinite(rate * shape) else (1.0 / rate) / shape
+    gaps = rng.gamma(shape=shape, scale=scale, size=n - 1)
+    arrival = _within_span(np.concatenate(([0.0], np.cumsum(gaps))), rate)
     what = (
         f"Poisson {rate:g} req/s"
         if shape == 1.0
         else f"gamma {rate:g} req/s (burstiness {shape:g})"
     )
     return arrival, concurrency, what
+
+
+def _within_span(arrival_s: np.ndarray, rate: float) -> np.ndarray:
+    """`arrival_s`, refused when the arrivals at `rate` req/s span more than MAX_SPAN_S (as a
+    trace's may not, sim/workload/traces.py): past it, float64 seconds lose the step times
+    latencies are made of (at 1e301 s, 1e301 + 0.01 == 1e301: every latency would read 0)."""
+    span = float(arrival_s[-1] - arrival_s[0]) if len(arrival_s) else 0.0
+    if not span <= MAX_SPAN_S:  # NaN too
+        raise UserError(too_slow("workload.rate", rate, len(arrival_s), span))
+    return arrival_s
 
 
 def _replayed(arrival_s: np.ndarray, rate: float | None, source: str) -> np.ndarray:

@@ -11,6 +11,7 @@ from sim.run.setup import Setup
 from sim.scenarios.capacity.report import headline, write_capacity_outputs
 from sim.scenarios.capacity.result import CapacityResult
 from sim.scenarios.capacity.search import check, run_capacity
+from sim.scenarios.fanout import say_if_capped
 
 
 class Capacity:
@@ -21,6 +22,7 @@ class Capacity:
         check(cfg)
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> CapacityResult:
+        say_if_capped(cfg.capacity.jobs, "capacity.jobs")
         return run_capacity(cfg, progress=bar.update_count)
 
     def write(self, result: CapacityResult, out_dir: Path) -> None:

@@ -14,6 +14,7 @@ from sim.scenarios.disagg.report import headline, write_search_outputs
 from sim.scenarios.disagg.result import DisaggResult
 from sim.scenarios.disagg.search import check as check_search
 from sim.scenarios.disagg.search import run_disagg_search
+from sim.scenarios.fanout import say_if_capped
 
 
 class Disagg:
@@ -25,6 +26,7 @@ class Disagg:
         check_search(cfg)
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> DisaggResult:
+        say_if_capped(cfg.disagg.jobs, "disagg.jobs")
         return run_disagg_search(cfg, progress=bar.update_count)
 
     def write(self, result: DisaggResult, out_dir: Path) -> None:

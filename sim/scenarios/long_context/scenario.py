@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, outputs_line
+from sim.scenarios.fanout import say_if_capped
 from sim.scenarios.long_context.context_limit import check_context
 from sim.scenarios.long_context.report import write_long_context_outputs
 from sim.scenarios.long_context.runs import Context
@@ -29,6 +30,7 @@ class LongContext:
         Context.of(cfg).settings(cfg.parallel.tp)
 
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> Study:
+        say_if_capped(cfg.long_context.jobs, "long_context.jobs")
         return run_long_context(cfg, progress=bar.update_count)
 
     def write(self, result: Study, out_dir: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sim.config import SimConfig
 from sim.report.console import ProgressBar, outputs_line
+from sim.scenarios.fanout import say_if_capped
 from sim.scenarios.upgrade_diff.history import with_earlier_verdicts
 from sim.scenarios.upgrade_diff.outcomes import METRICS
 from sim.scenarios.upgrade_diff.plan import make_plan
@@ -30,6 +31,7 @@ class UpgradeDiff:
         kept = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
         if kept:
             print(f"upgrade_diff: resuming; {kept} simulations already done in {cache}")
+        say_if_capped(cfg.upgrade.jobs, "upgrade.jobs")
         result = run_upgrade_diff(cfg, progress=bar.update_count, cache=cache)
         return with_earlier_verdicts(result, out_dir / "summary.json")  # other headlines' kept
 

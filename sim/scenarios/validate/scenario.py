@@ -9,6 +9,7 @@ from pathlib import Path
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar, outputs_line
+from sim.scenarios.fanout import say_if_capped
 from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.report import audit_sentence, write_validation
 from sim.scenarios.validate.runs import run_all
@@ -24,6 +25,7 @@ class Validate:
     def run(self, cfg: SimConfig, out_dir: Path, bar: ProgressBar) -> Validation:
         paths = case_files(cfg)
         cases = load_cases(paths, cfg)
+        say_if_capped(cfg.validate.jobs, "validate.jobs")
         results = run_all(cases, cfg.validate.jobs, progress=bar.update_count)
         return Validation(tuple(cases), tuple(results), ", ".join(str(p) for p in paths))
 

@@ -27,6 +27,7 @@ from sim.config import SimConfig
 from sim.errors import UserError
 from sim.paths import REPO_DIR, SHARED_DATA_DIR, shared_data_missing
 from sim.report.console import outputs_line
+from sim.scenarios.fanout import say_if_capped
 from sim.scenarios.validate.cases import Case, load_cases
 from sim.scenarios.validate.importers.command import write_cases
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
@@ -125,7 +126,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the folder of committed case files of public runs (default validation/)",
     )
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="where the report goes")
-    ap.add_argument("--jobs", type=int, default=None, help="cases at once (default: all cores)")
+    ap.add_argument(
+        "--jobs",
+        type=_positive,
+        default=None,
+        help="cases at once (default and at most: all cores)",
+    )
     ap.add_argument(
         "--no-sensitivity",
         action="store_true",
@@ -133,6 +139,17 @@ def _parser() -> argparse.ArgumentParser:
         "(clients spread, prefix cache warm): no band, no client-start table",
     )
     return ap
+
+
+def _positive(text: str) -> int:
+    """--jobs: a whole number >= 1 (argparse says so in one line otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def main(argv=None) -> int:
@@ -146,6 +163,7 @@ def main(argv=None) -> int:
         print(f"sim.validation_suite: error: {exc}", file=sys.stderr)
         return 2
     print(f"validation suite: {len(cases)} cases from {', '.join(str(f) for f in files)}")
+    say_if_capped(args.jobs, "--jobs")
     results = run_all(cases, args.jobs, progress=_progress())
     validation = Validation(tuple(cases), tuple(results), "the real runs in ../shared/data")
     spread = band = None
