@@ -22,7 +22,11 @@ def shared_data_missing(path: str | Path, how: str = "give the path of your copy
     there."""
     path = Path(path)
     folder = None
-    if path.resolve().is_relative_to(SHARED_DATA_DIR.resolve()):
+    try:
+        inside = path.resolve().is_relative_to(SHARED_DATA_DIR.resolve())
+    except (OSError, RuntimeError, ValueError):  # a loop of symbolic links (RuntimeError
+        inside = False  # before Python 3.13), a name too long, a NUL character
+    if inside:
         folder = SHARED_DATA_DIR
     parts = path.parts
     for i in range(len(parts) - 1):

@@ -8,7 +8,10 @@ a written example and returns "loaded" or "error"; anything else raises Assertio
   * an exception other than UserError (KeyError, ValueError, RecursionError, ...);
   * a UserError that is not one line or does not name the file (config: the key);
   * values loaded that are not sane (lengths >= 1, finite numbers, arrivals sorted from 0);
-  * a parse that runs longer than HANG_S (a hang).
+  * a parse that runs longer than HANG_S (a hang);
+  * a sparse file (`hole`) whose parse raises the process's peak memory by PEAK_BYTES or more
+    (it runs under an address-space cap of that much more, so a parser that reads a 5 GB
+    file of zeros fails with MemoryError here instead of taking the machine down).
 
 Used by tests/test_fuzz.py (bounded, derandomized) and benchmarks/fuzz.py (many examples).
 """
@@ -20,6 +23,9 @@ import csv
 import io
 import json
 import math
+import os
+import re
+import resource
 import signal
 import tempfile
 import threading
@@ -39,7 +45,7 @@ from sim.calibrate.observations import COLUMNS
 from sim.config import MAX_TOKENS, SimConfig
 from sim.errors import UserError
 from sim.paths import HARDWARE_DIR, MODEL_CATALOG_DIR
-from sim.scenarios.validate.cases import load_cases
+from sim.scenarios.validate.cases import MAX_LABEL, MAX_REASON, load_cases
 from sim.scenarios.validate.importers.bench_json import bench_json as importer_bench_json
 from sim.scenarios.validate.importers.command import write_cases
 from sim.scenarios.validate.importers.guidellm import guidellm
@@ -51,6 +57,7 @@ from sim.workload.bench_results import BENCH_METRICS, bench_metrics, measured_re
 from sim.workload.traces import load_trace
 
 HANG_S = 20.0  # a parse of a file of a few kB that takes this long is a hang
+PEAK_BYTES = 2**30  # a refused input may raise the peak memory by less than this
 
 
 class Example(NamedTuple):
@@ -58,6 +65,7 @@ class Example(NamedTuple):
     content: bytes | None  # None: a folder stands where the file should be
     name: str  # relative path to write it at
     where: str = ""  # the field changed, dotted ("3.ContextTokens"; several: joined by ";")
+    hole: int = 0  # bytes of zeros after `content`, written as a sparse hole (no disk used)
 
 
 # ---- values that break parsers ------------------------------------------------------------------
@@ -73,6 +81,40 @@ WRONG_TYPES = st.one_of(
     st.booleans(),
 )
 DEEP = "__DEEP_NESTING__"  # replaced by [[[...]]] once serialized
+RAW = "__RAW__"  # RAW + text + RAW: replaced by the bare text once serialized (a number as
+# written: 4e0 is a float in JSON and YAML 1.2, text in YAML 1.1)
+BOMB = "__ALIAS_BOMB__"  # replaced by an alias to nested anchors (YAML)
+EXTREME_FLOATS = (
+    "5e-324",
+    "1e-320",
+    "2.2250738585072014e-308",
+    "1e-300",
+    "1.7976931348623157e308",
+    "1e308",
+    "-1e308",
+    "4e0",
+    "1E3",
+    "-0.0",
+    "9.999999999999999e22",
+)
+MARKUP = (
+    "<script>alert(1)</script>",
+    '"><img src=x onerror=alert(1)>',
+    "a | b",
+    "| x |\n|---|",
+    "**bold** _it_ `code`",
+    "[link](javascript:alert(1))",
+    "line one\nline two",
+    "# heading",
+    "&lt;&amp;&#x27;",
+    "${oc.env:HOME}",
+    "$(touch /tmp/sim-fuzz)",
+    "<!-- comment -->",
+    "\u202eevil",
+    "\x1b[31mred\x1b[0m",
+    "{{ 7 * 7 }}",
+)
+HOLES = (2**20, 300 * 2**20, 5 * 2**30)  # sparse: 1 MiB, 300 MiB, 5 GiB of zeros
 EXTRA_VALUES = st.one_of(
     WRONG_TYPES,
     st.integers(-3, 2**40),
@@ -95,9 +137,12 @@ STRUCTURE_KINDS = (
     "extra_fields",
     "deep_nesting",
     "several",
+    "markup",
+    "extreme_floats",
 )
 SEVERAL = ("missing_field", "wrong_type", "nonfinite", "bad_number", "huge", "extra_fields")
 BYTE_KINDS = ("empty", "truncated", "non_utf8", "random_bytes", "wrong_extension", "bad_path")
+BYTE_KINDS += ("sparse", "alias_bomb")
 KINDS = STRUCTURE_KINDS + BYTE_KINDS
 
 
@@ -198,9 +243,19 @@ def _mutated(draw, kind: str, doc, known_keys: tuple[str, ...] = ()) -> tuple[ob
         "bad_number": st.sampled_from(BAD_NUMBERS),
         "huge": st.sampled_from(HUGE),
         "deep_nesting": st.just(DEEP),
+        "extreme_floats": st.sampled_from([f"{RAW}{x}{RAW}" for x in EXTREME_FLOATS]),
     }
     path: tuple = ()
-    if kind == "missing_field":
+    if kind == "markup":  # one text field, or every one, written as markup
+        texts = [p for p, v in nodes if isinstance(v, str)]
+        if texts and draw(st.booleans()):
+            chosen = texts
+        else:
+            chosen = [draw(st.sampled_from(texts or [p for p, _ in nodes]))] if nodes else []
+        for at in chosen:
+            _at(doc, at[:-1])[at[-1]] = draw(st.sampled_from(MARKUP))
+        path = chosen[0] if chosen else ()
+    elif kind == "missing_field":
         keys = [p for p, _ in nodes if isinstance(_at(doc, p[:-1]), dict)]
         if keys:
             path = draw(st.sampled_from(keys))
@@ -212,7 +267,7 @@ def _mutated(draw, kind: str, doc, known_keys: tuple[str, ...] = ()) -> tuple[ob
     elif kind in values:
         numbers = [p for p, v in nodes if _is_number(v)]
         targets = [p for p, _ in nodes]
-        if kind in ("nonfinite", "bad_number", "huge") and numbers:
+        if kind in ("nonfinite", "bad_number", "huge", "extreme_floats") and numbers:
             targets = numbers
         if targets:
             path = draw(st.sampled_from(targets))
@@ -254,11 +309,16 @@ def _example(draw, kind: str, fmt: Format) -> Example:
     doc = draw(fmt.docs)
     if kind in STRUCTURE_KINDS:
         doc, where = draw(_mutated(kind, doc, fmt.known_keys))
-        content = fmt.write(doc)
+        content = fmt.write(_raw_as_floats(doc) if fmt.write is _parquet else doc)
         if kind == "deep_nesting":
             depth = draw(st.integers(10, fmt.max_depth))
             deep = ("[" * depth + "]" * depth).encode()
             content = content.replace(f'"{DEEP}"'.encode(), deep).replace(DEEP.encode(), deep)
+        if kind == "extreme_floats" and fmt.write is not _parquet:
+            content = re.sub(rf"[\"']?{RAW}(.*?){RAW}[\"']?".encode(), rb"\1", content)
+        return Example(kind, content, fmt.name, where)
+    if kind == "alias_bomb":
+        content, where = draw(_alias_bomb(doc))
         return Example(kind, content, fmt.name, where)
     content, name = fmt.write(doc), fmt.name
     if kind == "empty":
@@ -279,7 +339,41 @@ def _example(draw, kind: str, fmt: Format) -> Example:
     elif kind == "bad_path":  # a name too long for the file system, or a folder in its place
         too_long = (f"{'x' * 300}{Path(name).suffix}", content)
         name, content = draw(st.sampled_from([too_long, (name, None)]))
+    elif kind == "sparse":  # zeros after nothing, after the whole file, or after a part of it
+        content = draw(st.sampled_from([b"", content, content[: len(content) // 2]]))
+        return Example(kind, content, name, hole=draw(st.sampled_from(HOLES)))
     return Example(kind, content, name)
+
+
+def _raw_as_floats(doc):
+    """RAW placeholders as the floats they write (a parquet file holds numbers, not text)."""
+    if isinstance(doc, dict):
+        return {k: _raw_as_floats(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_raw_as_floats(v) for v in doc]
+    if isinstance(doc, str) and doc.startswith(RAW):
+        return float(doc[len(RAW) : -len(RAW)])
+    return doc
+
+
+@st.composite
+def _alias_bomb(draw, doc) -> tuple[bytes, str]:
+    """YAML: a field of `doc` replaced by an alias to `depth` levels of anchors, each a list
+    of `width` aliases to the one before (width ** depth values), or one that holds itself.
+    A format read as JSON or CSV gets the same text (it must refuse it)."""
+    depth, width = draw(st.integers(1, 9)), draw(st.integers(2, 9))
+    anchors = [f"  a0: &a0 [{', '.join(['lol'] * width)}]"]
+    anchors += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, depth + 1)]
+    alias = f"*a{depth}"
+    if draw(st.integers(0, 9)) == 0:  # an anchor holding its own alias
+        anchors.append("  self: &self [1, *self]")
+        alias = "*self"
+    doc = copy.deepcopy(doc) if isinstance(doc, dict) else {"value": doc}
+    nodes = [p for p, _ in _nodes(doc)]
+    at = draw(st.sampled_from(nodes)) if nodes else ("value",)
+    _at(doc, at[:-1])[at[-1]] = BOMB
+    body = _yaml(doc).decode().replace(f"'{BOMB}'", alias).replace(BOMB, alias)
+    return ("_anchors:\n" + "\n".join(anchors) + "\n" + body).encode(), ".".join(map(str, at))
 
 
 def kinds(formats: list[Format]) -> dict[str, st.SearchStrategy[Example]]:
@@ -296,6 +390,8 @@ def write(example: Example, folder: Path) -> Path:
             path.mkdir(parents=True, exist_ok=True)
         else:
             path.write_bytes(example.content)
+            if example.hole:  # zeros that take no disk: the file's size is set past its end
+                os.truncate(path, len(example.content) + example.hole)
     except (OSError, ValueError):
         pass
     return path
@@ -879,6 +975,9 @@ def check_hardware(path: Path) -> str:
 def check_cases(path: Path) -> str:
     def sane(cases) -> None:
         for case in cases:  # none: a file with `cases: []` validates nothing
+            # what reports echo of the file is cut (an alias bomb's values are not written out)
+            assert len(case.error or "") <= MAX_REASON, f"a reason of {len(case.error)} chars"
+            assert all(len(v) <= MAX_LABEL for v in case.slices.values()), case.slices
             if case.error is not None:
                 assert case.error and "\n" not in case.error, f"case error: {case.error!r}"
                 continue
@@ -1002,4 +1101,30 @@ def run(parser: str, example: Example) -> str:
     if parser == "config":
         return check_config(json.loads(example.content), example.where)
     with tempfile.TemporaryDirectory() as folder:
-        return CHECKS[parser](write(example, Path(folder)))
+        path = write(example, Path(folder))
+        if not example.hole:
+            return CHECKS[parser](path)
+        with _peak_within(PEAK_BYTES):
+            return CHECKS[parser](path)
+
+
+@contextmanager
+def _peak_within(extra: int):
+    """AssertionError if the block raises this process's peak resident memory by `extra` or
+    more; its address space is capped at `extra` more than now meanwhile (Linux), so such a
+    block fails with MemoryError instead of growing until the machine is out of memory."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    try:
+        with open("/proc/self/statm") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        cap = size + extra if soft == resource.RLIM_INFINITY else min(size + extra, soft)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (OSError, ValueError):  # not Linux, or a cap already lower: no cap
+        pass
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    assert grew < extra, f"a sparse file raised the peak memory by {grew / 2**20:.0f} MiB"

@@ -12,7 +12,7 @@ from sim.paths import PACKAGE_DIR
 
 # Bottom to top; a module may import its own package and the ones before it.
 LAYERS = (
-    ("sim.config", "sim.errors", "sim.paths", "sim.catalog"),
+    ("sim.config", "sim.config_schema", "sim.errors", "sim.paths", "sim.user_files", "sim.catalog"),
     ("sim.specs",),
     ("sim.engines",),
     ("sim.workload",),

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from sim.calibrate.check import mape_pct, predict
 from sim.calibrate.fitting import HELD_OUT_FRACTION, SEED, SMOOTHING, fit_family, pricer_for, split
@@ -25,6 +24,7 @@ from sim.calibrate.peaks import data_errors, summarise
 from sim.calibrate.report import held_out_errors, round_error
 from sim.engines.versions import release_key
 from sim.specs.hardware import load_hardware
+from sim.user_files import load_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,8 @@ def _aliases(data_root: Path, folders) -> dict:
     for folder in folders:
         for engine in REUSE_ENGINES:
             for reuse in sorted((data_root / folder).rglob(f"{engine}/*/reuse.yaml")):
-                entries = yaml.safe_load(reuse.read_text()).get("reuse", [])
+                data = load_yaml(reuse)
+                entries = data.get("reuse", []) if isinstance(data, dict) else []
                 if entries:
                     out[f"{engine}@{reuse.parent.name}"] = f"{engine}@{entries[0]['from_version']}"
     return out

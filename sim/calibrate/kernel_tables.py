@@ -24,6 +24,7 @@ from sim.calibrate.layer_tables import read_layer_profile, read_vidur_comm, read
 from sim.calibrate.observations import DEVICE_GPU, DTYPES, FOLDER_GPU, frame
 from sim.errors import UserError, shown
 from sim.paths import shared_data_missing
+from sim.user_files import RESULTS_BYTES, binary, guarded, refuse_duplicate_columns
 
 
 def read_tables(path: str | Path) -> pd.DataFrame:
@@ -107,14 +108,15 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
                 "custom_allreduce_perf.parquet": _aic_allreduce,
                 "nccl_perf.parquet": _aic_nccl,
             }
-            df = pd.read_parquet(path)
+            with binary(path, "kernel table") as fh:
+                df = pd.read_parquet(fh)
             if name == "gemm_perf.parquet" and "m" in df.columns:
                 # zero-row GEMMs (H100 TensorRT-LLM 1.2.0rc5 times 882 of them): nothing to price
                 df = df[df["m"].ne(0)]
             df = _checked(df, path, *_AIC[name])
             return readers[name](df, path)
         if name == "mlp.csv":
-            df = pd.read_csv(path)
+            df = _read_csv(path)
             times = [
                 c for c in df.columns if str(c).startswith("time_stats.") and c.endswith(".median")
             ]
@@ -126,7 +128,7 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
         if name in ("all_reduce.csv", "send_recv.csv"):
             kind = name.removesuffix(".csv")
             df = _checked(
-                pd.read_csv(path), path, (*_VIDUR_COMM, f"time_stats.{kind}.median"), (), ()
+                _read_csv(path), path, (*_VIDUR_COMM, f"time_stats.{kind}.median"), (), ()
             )
             return read_vidur_comm(df, path)
     except UnicodeDecodeError as exc:
@@ -142,6 +144,16 @@ def _read_file(path: Path, strict: bool) -> pd.DataFrame | None:
             "Vidur mlp.csv / all_reduce.csv / send_recv.csv, or a layer-profile folder"
         )
     return None
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV table, read whole (sim/user_files.py's bounds: size, NUL bytes, a column twice)."""
+    refuse_duplicate_columns(path)
+    with guarded(path, "kernel table", RESULTS_BYTES) as fh:
+        return pd.read_csv(fh)
+
+
+_SMALLEST = 1e-30  # the least positive value a table holds (ms, or a shape)
 
 
 def _checked(df: pd.DataFrame, path: Path, positive, nonneg, labels) -> pd.DataFrame:
@@ -164,12 +176,14 @@ def _checked(df: pd.DataFrame, path: Path, positive, nonneg, labels) -> pd.DataF
             values = df[col].to_numpy(dtype=float, na_value=np.nan)
         else:
             values = np.array([_number(v) for v in df[col]], dtype=float)
-        bad = ~np.isfinite(values) | (values <= 0 if strictly_positive else values < 0)
+        # a positive value below _SMALLEST is no measurement (5e-324 ms is 0 s once scaled)
+        low = values < _SMALLEST if strictly_positive else values < 0
+        bad = ~np.isfinite(values) | low
         if bad.any():
             row = int(np.argmax(bad))
             raise UserError(
-                f"{path}: column {col} is {shown(df[col].iloc[row])} in row {row}; "
-                f"expected a finite number {'> 0' if strictly_positive else '>= 0'}"
+                f"{path}: column {col} is {shown(df[col].iloc[row])} in row {row}; expected "
+                f"a finite number {f'>= {_SMALLEST:g}' if strictly_positive else '>= 0'}"
             )
         df[col] = values
     return df

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from sim.calibrate.observations import DEVICE_GPU, ELEMENTWISE_KIND, FOLDER_GPU, frame
 from sim.engines.resolve import attention_backend, parse_engine_spec
 from sim.errors import UserError
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model  # the catalogue gives the profiled shapes
+from sim.user_files import load_yaml
 
 
 def _vidur_where(path: Path) -> tuple[str, str]:
@@ -112,7 +112,9 @@ def model_name_from_hf_id(hf_id: str) -> str:
 
 
 def read_layer_profile(folder: Path, only: str | None = None) -> pd.DataFrame:
-    meta = yaml.safe_load((folder / "meta.yaml").read_text())
+    meta = load_yaml(folder / "meta.yaml")
+    if not isinstance(meta, dict) or "model" not in meta:
+        raise UserError(f"{folder / 'meta.yaml'}: expected a mapping with the profiled model")
     model = load_model(model_name_from_hf_id(str(meta["model"])))
     gpu = DEVICE_GPU.get(str(meta.get("gpu", "")), str(meta.get("hardware", "")).lower())
     version = str(meta.get("vllm_version", ""))

@@ -4,17 +4,17 @@ in any case: `hardware=H200`)."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-import yaml
-
 from sim.errors import UserError, key_name, shown
 from sim.paths import HARDWARE_DIR
 from sim.specs.cached import parsed
 from sim.specs.names import did_you_mean
+from sim.user_files import load_yaml, require_file
 
 _REQUIRED = {
     "name": str,
@@ -95,7 +95,7 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
     by_name = path.suffix not in (".yaml", ".yml")
     if by_name:
         path = root / f"{_spelling(name_or_path, root)}.yaml"
-    if path.name == LINKS_FILE and path.resolve().parent == root.resolve():
+    if path.name == LINKS_FILE and _real(path).parent == _real(root):
         raise UserError(
             f"hardware={name_or_path!r}: hardware/{LINKS_FILE} holds the links between GPU "
             "servers (parallel.node_link, disagg.link), not a GPU; choose one of: "
@@ -109,8 +109,7 @@ def load_hardware(name_or_path: str, root: Path = HARDWARE_DIR) -> Hardware:
             f"path to a .yaml file); to add this GPU, write hardware/{_file_stem(name_or_path)}"
             ".yaml from its datasheet (docs/architecture.md, recipe 'A new GPU')"
         )
-    if not _is_file(path):
-        raise UserError(f"hardware file {path} does not exist")
+    require_file(path, f"hardware file {path}")
     return parsed(path, _read)
 
 
@@ -128,15 +127,12 @@ def _file_stem(name: str) -> str:
 
 
 def _read(path: Path) -> Hardware:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
-    except RecursionError as exc:
-        raise UserError(f"{path}: not valid YAML (nested too deeply)") from exc
-    return _from_mapping(data, path)
+    return _from_mapping(load_yaml(path), path)
+
+
+def _real(path: Path) -> Path:
+    """The path with links followed as far as they go (a loop of them does not raise)."""
+    return Path(os.path.realpath(path))
 
 
 def _is_file(path: Path) -> bool:

@@ -8,13 +8,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from sim.errors import UserError, shown
 from sim.paths import HARDWARE_DIR
 from sim.specs.cached import parsed
 from sim.specs.hardware import LINKS_FILE, Hardware
 from sim.specs.names import did_you_mean
+from sim.user_files import load_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +43,7 @@ def _catalogue(root: Path) -> dict:
 
 
 def _read_catalogue(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise UserError(
-            f"{path}: cannot read the link catalogue ({exc.__class__.__name__})"
-        ) from None
+    data = load_yaml(path)
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise UserError(f"{path}: expected a mapping of link name -> its fields")
     return data

@@ -8,13 +8,13 @@ MiniMax-Text-01).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sim.errors import UserError
 from sim.paths import MODEL_CATALOG_DIR, shared_data_missing
 from sim.specs.model import Attention, Layer, LinearAttention, Mla, ModelSpec, Moe, SparseIndexer
 from sim.specs.names import catalogue_match, did_you_mean, name_words
+from sim.user_files import load_json, require_file
 
 
 def model_names(root: Path = MODEL_CATALOG_DIR) -> list[str]:
@@ -25,15 +25,9 @@ def load_model(name_or_path: str, root: Path = MODEL_CATALOG_DIR) -> ModelSpec:
     path = Path(name_or_path)
     if path.suffix != ".json":
         path = root / f"{catalogue_name(name_or_path, root)}.json"
-    elif not _is_file(path):
-        raise UserError(f"model file {path} does not exist{shared_data_missing(path)}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as exc:  # JSON, UTF-8, a number of 5,000 digits
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).splitlines()[0]
-        raise UserError(f"{path}: not a valid JSON config ({why})") from exc
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the model file ({exc.strerror})") from exc
+    else:
+        require_file(path, f"model file {path}", shared_data_missing(path))
+    raw = load_json(path, "model config", kind="a valid JSON config")
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a JSON object of HuggingFace config fields")
     name = path.stem if path.parent == root else str(path)

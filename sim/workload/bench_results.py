@@ -3,13 +3,13 @@ the summary metrics a run measured and its per-request measurements."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
 from sim.errors import UserError, shown
+from sim.user_files import RESULTS_BYTES, json_rows, load_json
 
 # summary.json keys of a vllm bench serve result that count as its measured metrics
 BENCH_METRICS = tuple(
@@ -48,18 +48,10 @@ def bench_metrics(path: Path) -> dict:
 
 
 def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not a JSON file ({exc.msg})") from None
-    except (ValueError, RecursionError):  # a 5,000-digit number, nesting beyond Python's stack
-        raise UserError(
-            f"{path}: not a JSON file (a number too long or nesting too deep)"
-        ) from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the file ({exc.strerror})") from None
+    return load_json(path, "bench result", RESULTS_BYTES)
+
+
+_REQUEST_FIELDS = ("queued_ts", "arrival_time", "first_token_ts", "last_token_ts", "output_toks")
 
 
 # ---- per-request measurements ----------------------------------------------------------------
@@ -81,22 +73,7 @@ def measured_requests(path: str) -> dict[str, np.ndarray]:
         if itls:
             got["itl"] = np.concatenate(itls)
         return got
-    rows = []
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not UTF-8 text; save the file as UTF-8") from None
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read the file ({exc.strerror})") from None
-    for lineno, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                raise UserError(f"{p}:{lineno}: not valid JSON") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{p}:{lineno}: expected a JSON object per line")
-            rows.append(row)
+    rows = _request_rows(p)
     if not rows:
         raise UserError(f"{p}: no requests in the file")
     start = _field(p, rows, ("queued_ts", "arrival_time"))
@@ -112,6 +89,11 @@ def measured_requests(path: str) -> dict[str, np.ndarray]:
             raise UserError(f"{p}: request {int(np.argmax(bad))}'s {name}")
     tpot = np.where(out > 1, (last - first) / np.maximum(out - 1, 1), np.nan)
     return {"ttft": first - start, "tpot": tpot[np.isfinite(tpot)]}
+
+
+def _request_rows(p: Path) -> list[dict]:
+    """The fields _field reads of each row of a requests.jsonl, read line by line."""
+    return [{k: row[k] for k in _REQUEST_FIELDS if k in row} for _, row in json_rows(p)]
 
 
 def _field(p: Path, rows: list[dict], keys: tuple[str, ...]) -> np.ndarray:

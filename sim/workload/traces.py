@@ -13,22 +13,33 @@ Formats, told apart by their fields:
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 from sim.config import MAX_TOKENS
 from sim.errors import UserError, shown
 from sim.paths import shared_data_missing
+from sim.user_files import (
+    RESULTS_BYTES,
+    guarded,
+    json_rows,
+    load_json,
+    refuse_duplicate_columns,
+    require_file,
+)
 
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_SPAN_S = 1e9  # about 30 years
 MAX_HASH_ID = 2**62  # fresh ids are numbered on from the largest, in int64
+CHUNK_ROWS = 65_536  # CSV rows parsed at once: a big file costs its columns, not its text
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +59,18 @@ class TraceTable:
         return len(self.prompt_len)
 
 
-def load_trace(path: str | Path) -> TraceTable:
+def load_trace(path: str | Path, max_rows: int | None = None) -> TraceTable:
+    """The requests of a trace or lengths file, in arrival order; with `max_rows`, only the
+    file's first `max_rows` rows are read (CSV and JSONL are read as they go, so a run of 50
+    requests reads 50 rows of a trace of millions; a bench JSON is read whole, up to
+    RESULTS_BYTES)."""
     path = Path(path)
-    try:
-        found = path.is_file()
-    except OSError:  # a name too long for the file system
-        found = False
-    if not found:
-        raise UserError(f"trace file {path} does not exist{shared_data_missing(path)}")
+    require_file(path, f"trace file {path}", shared_data_missing(path))
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return _csv(path)
+        return _csv(path, max_rows)
     if suffix == ".jsonl":
-        return _jsonl(path)
+        return _jsonl(path, max_rows)
     if suffix == ".json":
         return _bench_json(path)
     raise UserError(f"{path}: unknown trace format; expected .csv, .jsonl or .json")
@@ -94,7 +104,8 @@ def _cell(values, row: int):
     return values.iloc[row] if isinstance(values, pd.Series) else values[row]
 
 
-def _lengths(path: Path, name: str, values) -> np.ndarray:
+def _lengths(path: Path, name: str, values, first_row: int = 0) -> np.ndarray:
+    """Token counts (rows `first_row` on of the file) as int64, each an integer >= 1."""
     if len(values) == 0:
         raise UserError(f"{path}: no requests in the file")
     arr = _numbers(values)
@@ -103,27 +114,28 @@ def _lengths(path: Path, name: str, values) -> np.ndarray:
     if bad.any():
         row = int(np.argmax(bad))
         raise UserError(
-            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; "
+            f"{path}: {name} of request {first_row + row} is {shown(_cell(values, row))}; "
             "lengths must be integers >= 1"
         )
     if arr.max() > MAX_TOKENS:
         row = int(np.argmax(arr))
         raise UserError(
-            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; lengths must be "
-            f"at most {MAX_TOKENS} (more tokens than any model's context window)"
+            f"{path}: {name} of request {first_row + row} is {shown(_cell(values, row))}; "
+            f"lengths must be at most {MAX_TOKENS} (more tokens than any model's context window)"
         )
     return arr.astype(np.int64)
 
 
-def _times(path: Path, name: str, values, scale: float) -> np.ndarray:
+def _finite(path: Path, name: str, values, first_row: int = 0) -> np.ndarray:
     arr = _numbers(values)
     bad = ~np.isfinite(arr)
     if bad.any():
         row = int(np.argmax(bad))
         raise UserError(
-            f"{path}: {name} of request {row} is {shown(_cell(values, row))}; expected a number"
+            f"{path}: {name} of request {first_row + row} is {shown(_cell(values, row))}; "
+            "expected a number"
         )
-    return _from_zero(path, name, arr * scale)
+    return arr
 
 
 def _from_zero(path: Path, name: str, seconds: np.ndarray) -> np.ndarray:
@@ -155,9 +167,18 @@ def _sorted(table: TraceTable) -> TraceTable:
     )
 
 
-def _csv(path: Path) -> TraceTable:
+# ---- CSV, read in chunks of CHUNK_ROWS rows -----------------------------------------------------
+_CSV_FORMATS = {  # format -> (prompt, output, arrival time or None: lengths only)
+    "azure2023": ("ContextTokens", "GeneratedTokens", "TIMESTAMP"),
+    "vidur": ("num_prefill_tokens", "num_decode_tokens", "arrived_at"),
+}
+
+
+def _csv(path: Path, max_rows: int | None) -> TraceTable:
+    refuse_duplicate_columns(path)
     try:
-        df = pd.read_csv(path)
+        with guarded(path, "CSV") as fh:
+            return _csv_table(path, pd.read_csv(fh, chunksize=CHUNK_ROWS, nrows=max_rows))
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from exc
     except pd.errors.EmptyDataError as exc:
@@ -167,30 +188,52 @@ def _csv(path: Path) -> TraceTable:
         ) from exc
     except (ValueError, OverflowError) as exc:  # ParserError too
         raise UserError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from exc
-    cols = set(df.columns)
+
+
+def _csv_table(path: Path, chunks) -> TraceTable:
+    kind, columns, rows = None, {}, 0
+    time_format = None
+    for df in chunks:
+        if kind is None:
+            kind = _csv_format(path, set(df.columns))
+            prompt, output, when = _CSV_FORMATS[kind]
+            when = when if when in df.columns else None
+            columns = {prompt: [], output: [], **({when: []} if when else {})}
+            if when == "TIMESTAMP":
+                time_format = _stamp_format(df[when])
+        for name, parts in columns.items():
+            if name == "TIMESTAMP":
+                parts.append(_stamps(path, df[name], rows, time_format))
+            elif name == "arrived_at":
+                parts.append(_finite(path, name, df[name], rows))
+            else:
+                parts.append(_lengths(path, name, df[name], rows) if len(df) else df[name])
+        rows += len(df)
+    if rows == 0:
+        raise UserError(f"{path}: no requests in the file")
+    prompt, output, when = _CSV_FORMATS[kind]
+    arrival = None
+    if when == "TIMESTAMP":
+        stamps = pd.concat(columns[when])
+        arrival = _from_zero(path, when, (stamps - stamps.min()).dt.total_seconds().to_numpy())
+    elif when in columns:
+        arrival = _from_zero(path, when, np.concatenate(columns[when]) * 1.0)
+    return _sorted(
+        TraceTable(
+            str(path),
+            kind,
+            np.concatenate(columns[prompt]).astype(np.int64),
+            np.concatenate(columns[output]).astype(np.int64),
+            arrival_s=arrival,
+        )
+    )
+
+
+def _csv_format(path: Path, cols: set) -> str:
     if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= cols:
-        return _sorted(
-            TraceTable(
-                str(path),
-                "azure2023",
-                _lengths(path, "ContextTokens", df["ContextTokens"]),
-                _lengths(path, "GeneratedTokens", df["GeneratedTokens"]),
-                arrival_s=_stamps(path, df["TIMESTAMP"]),
-            )
-        )
+        return "azure2023"
     if {"num_prefill_tokens", "num_decode_tokens"} <= cols:
-        arrival = None
-        if "arrived_at" in cols:
-            arrival = _times(path, "arrived_at", df["arrived_at"], 1.0)
-        return _sorted(
-            TraceTable(
-                str(path),
-                "vidur",
-                _lengths(path, "num_prefill_tokens", df["num_prefill_tokens"]),
-                _lengths(path, "num_decode_tokens", df["num_decode_tokens"]),
-                arrival_s=arrival,
-            )
-        )
+        return "vidur"
     raise UserError(
         f"{path}: unknown CSV columns {shown(sorted(map(str, cols)), 200)}; expected Azure 2023 "
         "(TIMESTAMP, ContextTokens, GeneratedTokens) or Vidur "
@@ -198,113 +241,109 @@ def _csv(path: Path) -> TraceTable:
     )
 
 
-def _stamps(path: Path, column: pd.Series) -> np.ndarray:
-    """Azure TIMESTAMP date-times as seconds from the first (mixed time zones as UTC)."""
-    if len(column) == 0:
-        raise UserError(f"{path}: no requests in the file")
+def _stamp_format(column: pd.Series) -> str | None:
+    """The date-time format pandas infers for the whole column from its first value, fixed
+    for every chunk (a later chunk must not infer another, e.g. day-first)."""
+    values = column.dropna()
+    if not len(values) or not isinstance(values.iloc[0], str):
+        return None
+    return guess_datetime_format(values.iloc[0]) or "mixed"
+
+
+def _stamps(path: Path, column: pd.Series, first_row: int, fmt: str | None) -> pd.Series:
+    """Azure TIMESTAMP date-times (mixed time zones as UTC), rows `first_row` on."""
     try:
         with warnings.catch_warnings():  # mixed formats are parsed one by one: fine here
             warnings.simplefilter("ignore", UserWarning)
-            stamps = pd.to_datetime(column, errors="coerce", utc=True)
+            stamps = pd.to_datetime(column, errors="coerce", utc=True, format=fmt)
     except (ValueError, TypeError, OverflowError):
         stamps = pd.Series(pd.NaT, index=column.index)
     if stamps.isna().any():
         row = int(np.argmax(stamps.isna().to_numpy()))
         raise UserError(
-            f"{path}: TIMESTAMP of request {row} is {shown(column.iloc[row])}, not a date-time; "
-            "write e.g. 2023-11-16 18:15:46.680"
+            f"{path}: TIMESTAMP of request {first_row + row} is {shown(column.iloc[row])}, not a "
+            "date-time; write e.g. 2023-11-16 18:15:46.680"
         )
-    return _from_zero(path, "TIMESTAMP", (stamps - stamps.min()).dt.total_seconds().to_numpy())
+    return stamps
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                row = _json(path, line, lineno)
-                if not isinstance(row, dict):
-                    raise UserError(f"{path}:{lineno}: expected a JSON object per line")
-                rows.append(row)
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
-    if not rows:
+# ---- JSONL, read line by line -------------------------------------------------------------------
+_JSONL_FORMATS = {  # format -> (prompt, output, arrival time)
+    "mooncake": ("input_length", "output_length", "timestamp"),
+    "llmservingsim": ("input_toks", "output_toks", "arrival_time"),
+}
+
+
+def _jsonl_rows(path: Path, max_rows: int | None) -> Iterator[dict]:
+    """The file's objects, one a line (blank lines skipped), at most `max_rows` of them."""
+    return itertools.islice((row for _, row in json_rows(path)), max_rows)
+
+
+def _jsonl(path: Path, max_rows: int | None) -> TraceTable:
+    rows = _jsonl_rows(path, max_rows)
+    first = next(rows, None)
+    if first is None:
         raise UserError(f"{path}: no requests in the file")
-    return rows
-
-
-def _json(path: Path, text: str, lineno: int = 0):
-    """One JSON document; `lineno`: the line of a JSONL file it came from (0: a whole file)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"{path}:{lineno or exc.lineno}"
-        raise UserError(f"{where}: not valid JSON ({exc.msg})") from exc
-    except ValueError as exc:  # an integer of thousands of digits
-        raise UserError(f"{path}:{lineno or 1}: not valid JSON (a number too long)") from exc
-    except RecursionError as exc:
-        raise UserError(f"{path}:{lineno or 1}: not valid JSON (nested too deeply)") from exc
-
-
-def _column(path: Path, rows: list[dict], key: str) -> list:
-    for i, row in enumerate(rows):
-        if key not in row:
-            raise UserError(f"{path}: request {i} has no field {key!r}")
-    return [row[key] for row in rows]
-
-
-def _jsonl(path: Path) -> TraceTable:
-    rows = _read_jsonl(path)
-    first = rows[0]
-    if {"input_length", "output_length", "timestamp"} <= set(first):
-        hash_ids = _column(path, rows, "hash_ids") if "hash_ids" in first else None
-        if hash_ids is not None:
-            for i, ids in enumerate(hash_ids):
-                if not isinstance(ids, list) or not all(
-                    isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_HASH_ID
-                    for x in ids
-                ):
-                    raise UserError(
-                        f"{path}: hash_ids of request {i} is {shown(ids)}; expected a list of "
-                        "ints from 0 to 2**62"
-                    )
-        return _sorted(
-            TraceTable(
-                str(path),
-                "mooncake",
-                _lengths(path, "input_length", _column(path, rows, "input_length")),
-                _lengths(path, "output_length", _column(path, rows, "output_length")),
-                arrival_s=_times(path, "timestamp", _column(path, rows, "timestamp"), 1e-3),
-                hash_ids=hash_ids,
-                hash_block_tokens=MOONCAKE_BLOCK_TOKENS if hash_ids is not None else None,
-            )
+    kind = next((k for k, keys in _JSONL_FORMATS.items() if set(keys) <= set(first)), None)
+    if kind is None:
+        raise UserError(
+            f"{path}: unknown JSONL fields {shown(sorted(first), 200)}; expected Mooncake "
+            "(timestamp, input_length, output_length, hash_ids) or LLMServingSim (arrival_time, "
+            "input_toks, output_toks)"
         )
-    if {"input_toks", "output_toks", "arrival_time"} <= set(first):
-        # queued_ts (the engine's clock, when present) is what its TTFT counts from
-        when = "queued_ts" if all("queued_ts" in r for r in rows) else "arrival_time"
-        return _sorted(
-            TraceTable(
-                str(path),
-                "llmservingsim",
-                _lengths(path, "input_toks", _column(path, rows, "input_toks")),
-                _lengths(path, "output_toks", _column(path, rows, "output_toks")),
-                arrival_s=_times(path, when, _column(path, rows, when), 1.0),
-            )
+    prompt, output, when = _JSONL_FORMATS[kind]
+    hashed = kind == "mooncake" and "hash_ids" in first
+    needed = (prompt, output, when, *(("hash_ids",) if hashed else ()))
+    columns: dict[str, list] = {k: [] for k in needed}
+    # LLMServingSim's queued_ts, while every row has one
+    queued: list | None = [] if kind == "llmservingsim" else None
+    for i, row in enumerate(itertools.chain([first], rows)):
+        for key, values in columns.items():
+            if key not in row:
+                raise UserError(f"{path}: request {i} has no field {key!r}")
+            values.append(row[key])
+        if queued is not None:
+            if "queued_ts" in row:
+                queued.append(row["queued_ts"])
+            else:
+                queued = None
+    hash_ids = columns.get("hash_ids")
+    if hash_ids is not None:
+        _check_hash_ids(path, hash_ids)
+    if queued is not None:  # queued_ts (the engine's clock) is what its TTFT counts from
+        when = "queued_ts"
+        columns[when] = queued
+    prompt_len = _lengths(path, prompt, columns[prompt])
+    output_len = _lengths(path, output, columns[output])
+    scale = 1e-3 if kind == "mooncake" else 1.0  # Mooncake's timestamps are in ms
+    arrival = _from_zero(path, when, _finite(path, when, columns[when]) * scale)
+    return _sorted(
+        TraceTable(
+            str(path),
+            kind,
+            prompt_len,
+            output_len,
+            arrival_s=arrival,
+            hash_ids=hash_ids,
+            hash_block_tokens=MOONCAKE_BLOCK_TOKENS if hash_ids is not None else None,
         )
-    raise UserError(
-        f"{path}: unknown JSONL fields {shown(sorted(first), 200)}; expected Mooncake (timestamp, "
-        "input_length, output_length, hash_ids) or LLMServingSim (arrival_time, input_toks, "
-        "output_toks)"
     )
 
 
+def _check_hash_ids(path: Path, hash_ids: list) -> None:
+    for i, ids in enumerate(hash_ids):
+        if not isinstance(ids, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_HASH_ID for x in ids
+        ):
+            raise UserError(
+                f"{path}: hash_ids of request {i} is {shown(ids)}; expected a list of "
+                "ints from 0 to 2**62"
+            )
+
+
+# ---- vllm bench serve JSON, read whole ----------------------------------------------------------
 def _bench_json(path: Path) -> TraceTable:
-    try:
-        data = _json(path, path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
+    data = load_json(path, "bench result", RESULTS_BYTES)
     if not isinstance(data, dict) or "input_lens" not in data or "output_lens" not in data:
         raise UserError(
             f"{path}: not a `vllm bench serve --save-result` file (needs input_lens, output_lens)"

@@ -36,10 +36,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import yaml
-
 from sim.config import SimConfig, WorkloadConfig
 from sim.errors import UserError, key_name, shown
+from sim.user_files import file_problem, load_yaml, require_file
 from sim.workload.bench_results import bench_metrics
 
 WORKLOAD_KINDS = ("closed_loop", "poisson", "burst", "bench_json", "trace", "constant")
@@ -73,6 +72,8 @@ PARALLEL_KEYS = (
 )
 WORKLOAD_FIELDS = {f.name for f in fields(WorkloadConfig)}
 PATH_KEYS = ("lengths", "path")
+MAX_LABEL = 200  # characters of an id (or a slice's name) a report shows
+MAX_REASON = 2000  # characters of a case's error a report shows
 
 
 @dataclass(frozen=True)
@@ -91,16 +92,21 @@ class Case:
         w = self.data.get("workload")
         kind = next(iter(w), "?") if isinstance(w, dict) else "?"
         return {
-            "hardware": str(self.data.get("hardware", "?")),
-            "engine": str(self.data.get("engine", "?")),
-            "workload": kind,
-            "model": str(self.data.get("model", "?")),
+            "hardware": _label(self.data.get("hardware", "?")),
+            "engine": _label(self.data.get("engine", "?")),
+            "workload": _label(kind),
+            "model": _label(self.data.get("model", "?")),
         }
 
     @property
     def flags(self) -> tuple[str, ...]:
         f = self.data.get("flags") or ()
-        return tuple(str(x) for x in f) if isinstance(f, list) else ()
+        return tuple(_label(x) for x in f) if isinstance(f, list) else ()
+
+
+def _label(value) -> str:
+    """A value of the case file as reports show it: text, cut to MAX_LABEL characters."""
+    return shown(value if isinstance(value, str) else str(value), MAX_LABEL, text=True)
 
 
 def load_cases(paths, base: SimConfig) -> list[Case]:
@@ -109,33 +115,50 @@ def load_cases(paths, base: SimConfig) -> list[Case]:
     seen: set[str] = set()
     for path in paths:
         path = Path(path)
-        if not _exists(path):
-            raise UserError(f"validate.cases: {path} does not exist")
-        if path.is_dir():
+        if file_problem(path) == "is a directory":
             raise UserError(f"validate.cases: {path} is a folder; give the case files in it")
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not UTF-8 text; save the case file as UTF-8") from None
-        except yaml.YAMLError as exc:
-            raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        except RecursionError:
-            raise UserError(f"{path}: not valid YAML (nested too deeply)") from None
+        require_file(path, f"validate.cases: {path}")
+        doc = load_yaml(path, "case file")
         if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list):
             raise UserError(f"{path}: expected a mapping with a list under `cases:`")
         for i, data in enumerate(doc["cases"]):
-            case_id = str(data.get("id")) if isinstance(data, dict) and "id" in data else None
-            label = case_id or f"{path.name}#{i + 1}"
+            label = f"{path.name}#{i + 1}"  # the case's place in its file
             try:
+                case_id = _case_id(data)
+                label = case_id or label
                 if case_id in seen:
-                    raise UserError(f"duplicate case id {case_id!r}")
+                    raise UserError(f"duplicate case id {shown(case_id, MAX_LABEL)}")
                 case = _build(data, path, base)
             except UserError as exc:
                 raw = data if isinstance(data, dict) else {"id": label}
-                case = Case(label, str(path), raw, error=str(exc))
+                # a reason quotes the file's values: cut, as every value reports show is
+                case = Case(label, str(path), raw, error=shown(str(exc), MAX_REASON, text=True))
             seen.add(case.id)
             cases.append(case)
     return cases
+
+
+def _case_id(data) -> str | None:
+    """The case's id (None where the case is not a mapping: _build says why); an id that is
+    null, empty, not text or a number, or longer than MAX_LABEL is refused."""
+    if not isinstance(data, dict) or "id" not in data:
+        return None
+    value = data["id"]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, str | int | float)
+        or not str(value).strip()
+    ):
+        shown_id = "null" if value is None else shown(value, 40)
+        raise UserError(
+            f"id is {shown_id}; every case needs an id: a short, unique, non-empty text"
+        )
+    text = str(value)
+    if len(text) > MAX_LABEL:
+        raise UserError(f"id {shown(text, 40)} is {len(text):,} characters; at most {MAX_LABEL}")
+    if not text.isprintable():
+        raise UserError(f"id {shown(text, 40)} holds a line break or a control character")
+    return text
 
 
 def _build(data, path: Path, base: SimConfig) -> Case:
@@ -221,17 +244,12 @@ def _resolve(here: Path, value: str) -> Path:
     with contextlib.suppress(RuntimeError):  # ~user of a user this machine does not have
         p = p.expanduser()
     p = p if p.is_absolute() else here / p
-    if not _exists(p):
+    problem = file_problem(p)
+    if problem is not None:
         where = shown(str(p), 120, text=True)
-        raise UserError(f"{shown(value, 80, text=True)}: no such file (resolved to {where})")
+        problem = "no such file" if problem == "does not exist" else problem
+        raise UserError(f"{shown(value, 80, text=True)}: {problem} (resolved to {where})")
     return p
-
-
-def _exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
-        return False
 
 
 def _workload(spec, here: Path) -> tuple[dict, dict, str | None]:

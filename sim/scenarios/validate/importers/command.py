@@ -19,8 +19,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 from sim.errors import UserError
 from sim.paths import shared_data_missing
 from sim.scenarios.validate.importers.bench_json import bench_json
@@ -28,6 +26,7 @@ from sim.scenarios.validate.importers.fields import relative_path
 from sim.scenarios.validate.importers.guidellm import guidellm
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
 from sim.scenarios.validate.importers.silicon import silicon
+from sim.user_files import file_problem, require_file, yaml_text
 
 KINDS = ("silicon", "bench_json", "llmservingsim", "guidellm")
 
@@ -35,7 +34,7 @@ KINDS = ("silicon", "bench_json", "llmservingsim", "guidellm")
 def write_cases(cases: list[dict], out: Path, header: str) -> None:
     """The case file `out`: `header` as its opening comment, then the cases."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump({"cases": cases}, sort_keys=False, width=100, allow_unicode=True)
+    body = yaml_text({"cases": cases})  # text that reads as a number (4e0) quoted
     comment = "".join(f"# {line}\n" for line in header.splitlines())
     out.write_text(comment + body)
 
@@ -57,8 +56,9 @@ def _parser() -> argparse.ArgumentParser:
 def imported(args: argparse.Namespace, out: Path) -> tuple[list[dict], dict[str, int]]:
     """(cases, inputs skipped by reason) of the command's kind and inputs."""
     for p in args.inputs:
-        if not Path(p).exists():
-            raise UserError(f"{p} does not exist{shared_data_missing(p)}")
+        if args.kind == "llmservingsim" and file_problem(p) == "is a directory":
+            continue  # a folder of runs
+        require_file(p, str(p), shared_data_missing(p))
     if args.kind == "silicon":
         cases, skipped = [], {}
         for p in args.inputs:

@@ -3,12 +3,14 @@ missing, text or NaN), JSON files with one-line errors, and paths relative to a 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 
 from sim.errors import UserError
+from sim.user_files import RESULTS_BYTES, load_json
+
+MAX_PARALLEL = 2**20  # GPUs in one parallel dimension: beyond any deployment
 
 
 def finite_float(value) -> float:
@@ -29,12 +31,13 @@ def count(value, where: str) -> int:
 
 
 def count_or_one(value) -> int:
-    """An optional count (a parallel size): 1 where missing, not a number or below 1."""
+    """An optional count (a parallel size): 1 where missing, not a number, below 1 or beyond
+    MAX_PARALLEL (no such machine: 1e308 read as one, as 10**400 and NaN are)."""
     try:
         v = float(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond any float
         return 1
-    return int(v) if math.isfinite(v) and v >= 1 else 1
+    return int(v) if 1 <= v <= MAX_PARALLEL else 1
 
 
 def mapping(value) -> dict:
@@ -43,16 +46,8 @@ def mapping(value) -> dict:
 
 
 def read_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except (ValueError, RecursionError):
-        raise UserError(f"{path}: not valid JSON (a number too long or nesting too deep)") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the file ({exc.strerror})") from None
+    """A source's JSON file, read whole (sim/user_files.py's bounds)."""
+    return load_json(path, "file", RESULTS_BYTES)
 
 
 def relative_path(path: Path, out: Path) -> str:

@@ -4,7 +4,6 @@ p90 and p99, and the per-request file for the KS tests."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from sim.errors import UserError
 from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
 from sim.scenarios.validate.importers.fields import count, mapping, read_json, relative_path
+from sim.user_files import load_json
 from sim.workload.bench_results import measured_requests
 
 
@@ -98,9 +98,9 @@ def _server_link(path: Path) -> dict | None:
     """The GPU-to-GPU link an LLMServingSim cluster config records for the server the run used
     (`link_bw` GB/s, `link_latency` ns), or None."""
     try:
-        cfg = json.loads(path.read_text())
+        cfg = load_json(path)
         bw, lat = float(cfg["link_bw"]), float(cfg.get("link_latency", 0.0))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (UserError, ValueError, KeyError, TypeError, AttributeError):  # none recorded
         return None
     if not bw > 0 or lat < 0:
         return None

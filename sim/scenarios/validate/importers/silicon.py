@@ -15,6 +15,7 @@ from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
 from sim.scenarios.validate.importers.fields import count, count_or_one, finite_float
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
+from sim.user_files import RESULTS_BYTES, guarded, refuse_duplicate_columns
 
 COLUMNS = {"id", "backend", "backend_version", "model_path", "system", "mode", "isl", "osl"}
 COLUMNS |= {"batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"}
@@ -54,8 +55,10 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    refuse_duplicate_columns(path)
     try:
-        return pd.read_csv(path)
+        with guarded(path, "CSV", RESULTS_BYTES) as fh:
+            return pd.read_csv(fh)
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from None
     except pd.errors.EmptyDataError:
