@@ -132,7 +132,8 @@ def _numbers_in(key: str, value) -> None:
     elif (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
-        and not (math.isfinite(value) and -(2**63) < value < 2**63)
+        # the range first: math.isfinite of an int past a float's range raises OverflowError
+        and not (-(2**63) < value < 2**63 and math.isfinite(value))
     ):
         raise UserError(f"{key}={shown(value, 60)}: must be a finite number below 2**63")
 

@@ -118,6 +118,8 @@ def test_a_burstiness_past_floats_range_gives_constant_gaps_not_none():
         ({"engine_args": {"max_num_seqs": math.inf}}, "engine_args.max_num_seqs=inf: must be a"),
         ({"engine_args": {"cpu_exposed_s": math.nan}}, "engine_args.cpu_exposed_s=nan: must be"),
         ({"engine_args": {"num_gpu_blocks_override": 10**30}}, "finite number below 2**63"),
+        # an int past a float's range (benchmarks/fuzz.py's huge kind): was an OverflowError
+        ({"engine_args": {"max_num_seqs": 10**400}}, "finite number below 2**63"),
         ({"engine_args": {"spec_acceptance": [0.5, math.inf]}}, "spec_acceptance=inf: must be"),
         (
             {"upgrade": {"after_args": {"swap_space": 1e308}}},
