@@ -63,6 +63,11 @@ for ext in csv jsonl json yaml; do
   run "workload.path=t.$ext (5 GB sparse)" $S workload=trace workload.path=t.$ext workload.num_requests=50 hydra.run.dir=T$ext
   rm -f t.$ext
 done
+truncate -s 5G big.yaml; truncate -s 5G big.json
+run "validate.cases=big.yaml (5 GB sparse)" $S scenario=validate validate.cases=big.yaml hydra.run.dir=T1
+run "hardware=big.yaml (5 GB sparse)" $S hardware=$W/big.yaml hydra.run.dir=T2
+run "model=big.json (5 GB sparse)" $S model=$W/big.json hydra.run.dir=T3
+rm -f big.yaml big.json
 
 echo "# 2.4, 2.5 extreme numbers, symlink loops, output dirs"
 run "workload.rate=1e-300" $S workload.rate=1e-300 workload.num_requests=50 hydra.run.dir=Z
@@ -81,7 +86,10 @@ if [ "$(id -u)" = 0 ]; then
   run "hydra.run.dir on a disk of 64 KB" $S workload.num_requests=50 hydra.run.dir=full/run
   umount full ro
 fi
-setsid $S -m workload.num_requests=200000 workload.rate=8,9,10,11 hydra.sweep.dir=CC > /dev/null 2> cc.err & A=$!
+set -m  # job control: the sweep in a process group of its own, SIGINT at its default (a
+# background job of a script starts with it ignored), as a terminal's job is
+env --default-signal=INT $S -m workload.num_requests=200000 workload.rate=8,9,10,11 hydra.sweep.dir=CC > /dev/null 2> cc.err & A=$!
+set +m
 sleep 15; kill -INT -- -$A; wait $A
 echo "== Ctrl-C on a -m sweep after 15 s: exit $?, tracebacks $(grep -c Traceback cc.err)"
 tail -1 cc.err | cut -c1-260 | sed 's/^/   /'

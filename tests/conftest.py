@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,11 @@ def run_task_into(out: Path, monkeypatch, overrides) -> dict:
 
     monkeypatch.setattr("sim.scenarios.runner.HydraConfig.get", lambda: _Hydra())
     return run_task(cfg)
+
+
+def as_terminal_job() -> None:
+    """Popen's preexec_fn for a run signalled as a terminal's foreground job is: SIGINT at its
+    default (a shell's background job, as this test may be, starts with it ignored) and a
+    process group of its own, for os.killpg to reach its workers too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setsid()

@@ -19,17 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import as_terminal_job
+
 REPO = Path(__file__).resolve().parent.parent
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 TIMED = {"wall_time_s", "cpu_time_s", "started_at"}  # the machine's clock, not the simulation's
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals and process groups")
-
-
-def _own_group() -> None:
-    """As a terminal's foreground job: SIGINT at its default, a group of its own to signal."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.setsid()
 
 
 def _run(cmd: list[str], timeout: float = 300) -> float:
@@ -42,7 +38,7 @@ def _run(cmd: list[str], timeout: float = 300) -> float:
 
 def _kill_at(cmd: list[str], delay: float, sig: signal.Signals) -> str:
     proc = subprocess.Popen(
-        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_own_group
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_terminal_job
     )
     time.sleep(delay)
     if proc.poll() is None:

@@ -27,7 +27,7 @@ from sim.run.simulate import simulate
 from sim.scenarios.fanout import fan_out
 from sim.scenarios.upgrade_diff.study import run_upgrade_diff
 from sim.workload.generate import generate
-from tests.conftest import config, run_task_into
+from tests.conftest import as_terminal_job, config, run_task_into
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -243,12 +243,8 @@ def test_ctrl_c_to_the_process_group_of_a_fan_out(tmp_path):
         "upgrade.jobs=2", "output.progress=false",
     ]  # fmt: skip
 
-    def own_group():  # a shell's background job ignores SIGINT; a terminal's foreground does not
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.setsid()
-
     proc = subprocess.Popen(
-        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=own_group
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_terminal_job
     )
     deadline = time.monotonic() + 120
     while len(list(out.glob("simulations/*.json"))) < 20 and time.monotonic() < deadline:

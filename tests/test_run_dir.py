@@ -24,7 +24,7 @@ import sim.scenarios.runner
 from sim.errors import UserError
 from sim.run.outputs import INCOMPLETE
 from sim.run.rundir import LOCK, RECORD, RunDir
-from tests.conftest import run_task_into
+from tests.conftest import as_terminal_job, run_task_into
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ("workload.num_requests=30", "output.progress=false")
@@ -298,12 +298,8 @@ def test_ctrl_c_on_a_sweep_is_one_line_and_exit_130(tmp_path):
         "workload.num_requests=3000", "output.progress=false", "workload.rate=8,9,10,11",
     ]  # fmt: skip
 
-    def own_group():  # a shell's background job ignores SIGINT; a terminal's foreground does not
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.setsid()
-
     proc = subprocess.Popen(
-        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=own_group
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_terminal_job
     )
     deadline = time.monotonic() + 120
     while len(list(sweep.glob(f"*/{INCOMPLETE}"))) < 2 and time.monotonic() < deadline:
