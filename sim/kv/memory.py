@@ -202,9 +202,13 @@ def plan_memory(
     weight_dtype: str,
     pp: int = 1,
     ep: int = 1,
+    check_fit: bool = True,
 ) -> MemoryPlan:
     """The KV pool one GPU of a replica gets. With experts spread over every data-parallel
-    rank's GPUs (ep > tp), each GPU holds num_experts / ep of them."""
+    rank's GPUs (ep > tp), each GPU holds num_experts / ep of them. `check_fit=False` returns
+    the plan even where the engine would refuse to start (a pool under two blocks, or one
+    that cannot hold max_model_len): the memory-plan comparison holds such plans to the
+    engines' logs (sim/scenarios/validate/memory_plans.py)."""
     total = hardware.hbm_bytes
     frac = settings.gpu_memory_utilization
     weights = model.weight_bytes(weight_dtype) // (tp * pp)
@@ -241,7 +245,7 @@ def plan_memory(
             f"{hardware.hbm_gib:.1f} GiB of {hardware.name}; "
             "raise parallel.tp, use a smaller dtype, or a larger GPU"
         )
-    if kv_bytes < 2 * per_token * block:
+    if check_fit and kv_bytes < 2 * per_token * block:
         raise UserError(
             f"no memory left for the KV cache on {hardware.name} at tp={tp}: {what} = "
             f"{kv_bytes / GIB:.1f} GiB (weights {weights / GIB:.1f}, activations "
@@ -266,7 +270,7 @@ def plan_memory(
         windows=windows,
         window_rule=settings.rules.get("windows_bounded", "") if windowed else "",
     )
-    needed_blocks = plan.blocks_for(settings.max_model_len)
+    needed_blocks = plan.blocks_for(settings.max_model_len) if check_fit else 0
     if needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "

@@ -1,0 +1,96 @@
+"""The memory-plan comparison (sim/scenarios/validate/memory_plans.py) and its case file,
+validation/memory/memory_logs.yaml: the schema of every case, the error arithmetic, refusals as
+rows, and the command's outputs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from sim.errors import UserError
+from sim.kv.memory import GIB
+from sim.scenarios.validate import memory_plans as mp
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "validation" / "memory" / "memory_logs.yaml"
+RESERVED = ROOT.parent / "shared" / "reserved-sources.md"
+
+
+def test_case_file_schema_and_sources():
+    cases = mp.load_cases(CASES)
+    assert len({c["id"] for c in cases}) == len(cases)
+    reserved = RESERVED.read_text() if RESERVED.exists() else ""
+    for case in cases:
+        assert case["source"].startswith("https://github.com/"), case["id"]
+        assert case.get("notes"), case["id"]
+        thread = case["source"].split()[0].removeprefix("https://github.com/")
+        owner_repo, _, number = thread.replace("/pull/", "/issues/").rpartition("/issues/")
+        assert f"{owner_repo}#{number}" not in reserved, case["id"]
+
+
+def test_every_case_is_rebuilt():
+    """Every case of the file resolves to settings and a plan (no refusal row)."""
+    results = [mp.compare(c, CASES.parent) for c in mp.load_cases(CASES)]
+    assert [r.case["id"] for r in results if r.error] == []
+
+
+def _case(**over):
+    case = {
+        "id": "x",
+        "source": "https://github.com/o/r/issues/1",
+        "engine": "vllm@0.6.5",
+        "hardware": "h100-sxm",
+        "model": "llama-3.1-8b",
+        "dtype": "bf16",
+        "parallel": {"tp": 1},
+        "engine_args": {"max_model_len": 8192},
+        "logged": {"kv_cache_gib": 50.0},
+    }
+    return case | over
+
+
+def test_error_arithmetic_against_the_plan():
+    r = mp.compare(_case(), CASES.parent)
+    per_token = r.plan.kv_bytes_per_token
+    assert per_token == 32 * 2 * 8 * 128 * 2  # llama-3.1-8b, bf16, tp1
+    assert r.logged_bytes == int(50.0 * GIB)
+    assert r.logged_tokens == r.logged_bytes // per_token
+    assert r.predicted_tokens == r.plan.kv_cache_bytes // per_token
+    want = 100 * (r.predicted_tokens - r.logged_tokens) / r.logged_tokens
+    assert r.error_pct == pytest.approx(want)
+    share = 100 * (r.plan.kv_cache_bytes - r.logged_bytes) / r.gpu_bytes
+    assert r.error_gpu_pct == pytest.approx(share)
+    # logged tokens are taken as they are; a pool logged at or below zero has no token error
+    tokens = mp.compare(_case(logged={"kv_tokens": 400_000}), CASES.parent)
+    assert tokens.logged_bytes == 400_000 * per_token
+    negative = mp.compare(_case(logged={"kv_cache_gib": -2.0}), CASES.parent)
+    assert negative.error_pct is None and negative.error_gpu_pct > 0
+
+
+def test_refusals_are_rows_and_bad_files_one_line(tmp_path):
+    r = mp.compare(_case(hardware="no-such-gpu"), CASES.parent)
+    assert r.error and r.error_pct is None and r.error_gpu_pct is None
+    assert "no-such-gpu" in r.error and r.row()["error"] == r.error
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cases:\n  - {id: a, engine: vllm@0.6.5}\n")
+    with pytest.raises(UserError, match="missing"):
+        mp.load_cases(bad)
+    bad.write_text(
+        "cases:\n  - {id: a, source: s, engine: e, hardware: h, model: m,\n"
+        "     logged: {kv_tokens: .nan}}\n"
+    )
+    with pytest.raises(UserError, match="finite"):
+        mp.load_cases(bad)
+
+
+def test_command_writes_csv_and_report(tmp_path):
+    assert mp.main([str(CASES), "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "memory_plans.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(mp.load_cases(CASES))
+    assert all(r["predicted_tokens"] and not r["error"] for r in rows)
+    text = (tmp_path / "report.md").read_text()
+    assert "median |error| of KV tokens" in text and rows[0]["id"] in text
+    assert mp.main([str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
