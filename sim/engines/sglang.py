@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sim.engines import sglang_03
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
@@ -71,6 +72,7 @@ APPLICABLE = (
     "attention_backend",
     "cudagraph_mode",
     "cudagraph_capture_sizes",
+    "compile",
     "scheduler",
     "policy",
     "preemption_mode",
@@ -101,6 +103,7 @@ NAMES = {
     "gpu_memory_utilization": "mem_fraction_static",
     "block_size": "page_size",
     "cudagraph_capture_sizes": "cuda_graph_bs",
+    "compile": "enable_torch_compile",
 }
 MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
     "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
@@ -229,7 +232,7 @@ def defaults(
     put("block_watermark", 0.0, "not an SGLang setting")
     put("num_gpu_blocks_override", 0, "not an SGLang setting")
     put("cudagraph_mode", "FULL_DECODE_ONLY", f"{at}: decode batches run as CUDA graphs")
-    put("compile", False, f"{at}: torch.compile off by default")
+    put("compile", False, sglang_03.compile_rule(release, False))
     return values, rules, APPLICABLE, names
 
 
