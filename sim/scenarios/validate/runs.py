@@ -2,10 +2,14 @@
 predicted metrics, the KS tests of its per-request distributions against the measured ones,
 and the facts of the simulation that explain large errors (sim/scenarios/validate/causes.py).
 Cases run through sim/scenarios/fanout.py (joblib, one process each); one that cannot be
-simulated becomes a result with its reason as `error`, and the other cases still run."""
+simulated becomes a result with its reason as `error`, and the other cases still run. So does
+one whose run gives nothing to compare: no request finished (every one rejected, or none done
+when the run stopped), or a measured metric predicted 0, NaN or infinite: such a prediction is
+never reported as a number (`no_prediction`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -88,15 +92,52 @@ def run_case(case: Case) -> CaseResult:
         return CaseResult(case.id, str(exc))
     except Exception as exc:  # one broken case must not stop the others
         return CaseResult(case.id, f"{type(exc).__name__}: {exc}")
+    predicted = {k: _lookup(result.summary, k) for k in case.measured}
+    why_not = no_prediction(result, predicted)
+    if why_not:
+        return CaseResult(case.id, why_not)
     tests, ks_error = _ks_tests(case.requests, result) if case.requests else ({}, None)
     return CaseResult(
         case.id,
-        predicted={k: _lookup(result.summary, k) for k in case.measured},
+        predicted=predicted,
         facts=_facts(case, result),
         ks=tests,
         ks_error=ks_error,
         audit=result.summary["audit"],
     )
+
+
+def no_prediction(result: RunResult, predicted: dict[str, float | None]) -> str | None:
+    """Why a run that completed has no prediction to compare (None: it has one): no request
+    finished, with how the requests ended and the first rejection's reason; else the measured
+    metrics predicted 0, NaN or infinite (vllm bench's summary says 0 where no request
+    gives a sample)."""
+    record = result.summary["sim"]
+    total, finished = int(record["requests"]), int(record["finished"])
+    if finished == 0:
+        rejected, unfinished = int(record["rejected"]), int(record["unfinished_at_time_limit"])
+        ends = []
+        if rejected:
+            reasons = result.requests["reject_reason"]
+            first = next((str(r) for r in reasons if r), "no reason recorded")
+            ends.append(f"{rejected} rejected (the first: {first})")
+        if unfinished:
+            stop = record.get("stopped_at_s")
+            at = f" at {stop:.6g} s" if stop is not None else ""
+            ends.append(f"{unfinished} unfinished when the run stopped{at}")
+        return f"no prediction: none of the {total} requests finished: " + ", ".join(ends)
+    bad = {k: v for k, v in predicted.items() if v is not None and (not math.isfinite(v) or v == 0)}
+    if bad:
+        what = ", ".join(f"{k} {_shown(v)}" for k, v in bad.items())
+        return (
+            f"no prediction: predicted {what} ({finished} of {total} requests finished; a zero "
+            "or NaN is never reported as a prediction)"
+        )
+    return None
+
+
+def _shown(value: float) -> str:
+    return "NaN" if math.isnan(value) else "infinite" if math.isinf(value) else "0"
 
 
 def _facts(case: Case, result: RunResult) -> Facts:
