@@ -21,6 +21,22 @@ which is what makes a TP group across servers slower per layer than one inside a
 custom all-reduce needs every rank on one server, so such a group runs NCCL even inside each
 server; the measured table of g GPUs, often the custom kernel's, is a lower estimate of it.)
 
+The all-reduce inside a server is the kernel the engine dispatches to at that size, and the
+measured tables are timed through the same dispatch: AIConfigurator's vLLM collector calls
+tensor_model_parallel_all_reduce inside a CUDA graph (ai-dynamo/aiconfigurator
+collector/collect_all_reduce.py), so a release's table carries its choice. vLLM's choice
+(vllm/distributed/device_communicators/custom_all_reduce.py, should_custom_ar, and
+cuda_communicator.py, all_reduce, in the 0.7.3, 0.8.3, 0.10.1, 0.11.0 and 0.14.0 wheels): the
+custom all-reduce (its kernel picks one-shot for small messages, two-shot above) below 8 MiB
+when every pair of GPUs is NVLink-connected, or at TP = 2 with P2P; on more than two
+PCIe-only GPUs it is disabled and NCCL runs (the prior prices those). From 0.11.0 torch
+symmetric memory is on by default (VLLM_ALLREDUCE_USE_SYMM_MEM=1, vllm PR #24111): on Hopper
+the custom kernel keeps sizes below 256 KiB at TP 8 (all_reduce_utils.py,
+CUSTOM_ALL_REDUCE_MAX_SIZES) and multimem all-reduce takes 256 KiB-64 MiB, NCCL beyond; 0.10.x
+and earlier run the custom kernel up to 8 MiB. The all-reduce + RMSNorm fusion
+(fuse_allreduce_rms) is off at every optimisation level through 0.14.0
+(vllm/config/vllm.py), so a decode layer runs its two all-reduces unfused.
+
 Tensor parallelism: the LM head is split over the vocabulary, so the logits of every sequence
 are gathered across the TP group each step (vLLM V0: a gather to the driver rank; V1: an
 all-gather, since every rank samples, vllm PR #9856). A ring gather moves the same bytes as
