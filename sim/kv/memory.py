@@ -91,15 +91,26 @@ def window_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int, pp: int = 1
 def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -> int:
     """Peak of the start-up profile run: one forward at the token budget, then the sampler.
 
-    The forward (an estimate): per token the residual stream and the layer's input, the norm
-    and attention outputs (4 x hidden), this rank's q/k/v, and the MLP's gate/up output with
-    its activation (3 x intermediate / tp), in bf16. vLLM then frees the forward's buffers but
-    keeps its hidden states (tokens x hidden) while the sampler warms up on max_num_seqs rows
-    of the full vocabulary (every rank: V1 gathers the logits to all, V0 sizes the pool by the
-    smallest rank's count, which is the sampling rank's); its peak bytes per entry come by
-    release from profile_sampler_bytes_per_logit. Other engines: the forward plus fp32 logits,
-    or three fp32 copies of them (a prior), for max_num_seqs rows (SGLang: its largest CUDA-graph
-    batch, the one its reserve outside mem_fraction_static is sized for).
+    The forward (vLLM): per token, in bf16, the larger of a layer's two phases
+    (vllm/model_executor/models/llama.py of 0.6.4, LlamaModel/LlamaDecoderLayer/LlamaMLP
+    .forward). When SiluAndMul runs, the residual stream, the previous layer's output (still
+    held by LlamaModel.forward's loop until the layer returns), this layer's attention output
+    (post_attention_layernorm works in place), gate_up (2 x intermediate / tp) and the
+    activation's new output (intermediate / tp) are alive: 3 x hidden + 3 x intermediate / tp.
+    At o_proj the same 2 x hidden, this rank's q/k/v and attention output and o_proj's output
+    (hidden): 3 x hidden + (2 q + 2 kv) / tp. The two phases do not add up (q/k/v are freed
+    before gate_up is allocated). vLLM 0.6.4's log on an RTX 3090 agrees
+    (vllm-project/vllm#10517, Llama-3.1-8B, profile at 20,000 and 29,000 tokens:
+    peak_torch_memory less the weights 2.07 and 2.99 GiB; this gives 2.06 and 2.99 GiB, the
+    sum of both phases 2.44 and 3.54 GiB). Other engines keep the prior sum of both phases
+    (4 x hidden, q/k/v and the MLP's 3 x intermediate / tp). vLLM then frees the forward's
+    buffers but keeps its hidden states (tokens x hidden) while the sampler warms up on
+    max_num_seqs rows of the full vocabulary (every rank: V1 gathers the logits to all, V0
+    sizes the pool by the smallest rank's count, which is the sampling rank's); its peak
+    bytes per entry come by release from profile_sampler_bytes_per_logit. Other engines:
+    the forward plus fp32 logits, or three fp32 copies of them (a prior), for max_num_seqs
+    rows (SGLang: its largest CUDA-graph batch, the one its reserve outside
+    mem_fraction_static is sized for).
     """
     t = settings.max_num_batched_tokens
     h = model.hidden_size
@@ -111,11 +122,14 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
             + model.moe.shared_intermediate_size,
         )
     qkv = model.q_width + 2 * model.kv_width
-    forward = t * ACT_BYTES * (4 * h + (qkv + 3 * mlp_width) // tp)
     if settings.scheduler in ("vllm_v0", "vllm_v1"):
+        # the larger of a layer's two phases, not their sum (see above)
+        attention = 3 * h + (model.q_width + qkv) // tp
+        forward = t * ACT_BYTES * max(attention, 3 * h + 3 * mlp_width // tp)
         rows = min(settings.max_num_seqs, t)
         per_logit = settings.sampler_bytes_per_logit
         return max(forward, t * h * ACT_BYTES + rows * model.vocab_size * per_logit)
+    forward = t * ACT_BYTES * (4 * h + (qkv + 3 * mlp_width) // tp)  # other engines: a prior
     rows = settings.max_num_seqs
     if settings.scheduler == "sglang":  # its reserve for activations (server_args) is sized
         # by chunked_prefill_size and cuda_graph_max_bs: the batch it plans memory for
