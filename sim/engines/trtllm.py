@@ -6,10 +6,19 @@ and microBatchScheduler.cpp) in 1.x snapshots that carry no release tag, and the
 docs of 1.4.0rc4; the defaults below were the same in every 1.x snapshot read, so 1.0 and 1.4
 share one rule set. The releases (release candidates among them) a run may name are those
 sim/engines/published.py lists.
+
+The entry point "server" is trtllm-serve (the LLM API's own defaults); "offline" is
+trtllm-bench throughput, which derives its batch and token limits, max_seq_len, KV cache
+dtype and CUDA-graph sizes from its dataset's lengths (sim/engines/trtllm_bench.py). It reads
+them from BENCH_ARGS, trtllm-bench's own option names (the average ISL and OSL), and the run's
+weight dtype from `dtype`; without them the LLM API's defaults stand, and the rule says so.
 """
 
 from __future__ import annotations
 
+import math
+
+from sim.engines import trtllm_bench
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.specs.hardware import Hardware
@@ -49,6 +58,7 @@ NAMES = {
     "cudagraph_capture_sizes": "cuda_graph_batch_sizes",
 }
 SRC = "llm_args.py"
+BENCH_ARGS = ("target_input_len", "target_output_len", "dtype")  # consumed by defaults()
 
 
 def releases(engine: str) -> tuple[str, ...]:
@@ -118,11 +128,58 @@ def defaults(
         f"{at}: CUDA graphs for generation-only batches (CudaGraphConfig)",
     )
     put("compile", False, f"{at}: no torch.compile")
+    if entry_point == "offline":
+        _bench(values, rules, hw, model, tp, overrides or {}, at)
     return values, rules, APPLICABLE, NAMES
 
 
+def _bench(values: dict, rules: dict, hw, model: ModelSpec, tp: int, overrides: dict, at: str):
+    """trtllm-bench throughput's own settings (sim/engines/trtllm_bench.py) over the LLM API's."""
+    isl, osl = overrides.get("target_input_len"), overrides.get("target_output_len")
+    bench = f"{at} trtllm-bench"
+    if isl is None or osl is None:
+        for knob in ("max_num_seqs", "max_num_batched_tokens"):
+            rules[knob] += (
+                " (trtllm-bench derives it from its dataset: give engine_args "
+                "target_input_len and target_output_len)"
+            )
+        return
+    isl, osl = float(isl), float(osl)
+    dtype = str(overrides.get("dtype") or model.checkpoint_dtype)
+    kv, kv_rule = trtllm_bench.kv_dtype(dtype)
+    fraction = user_value(overrides, "gpu_memory_utilization", NAMES)
+    fraction = trtllm_bench.KV_FRACTION if fraction is None else float(fraction)
+    bs, tokens, rule = trtllm_bench.limits(hw, model, tp, 1, dtype, kv, isl, osl, fraction)
+    values["max_num_seqs"], rules["max_num_seqs"] = bs, f"{bench}: max_batch_size: {rule}"
+    chunked = user_value(overrides, "enable_chunked_prefill", NAMES)
+    if not chunked or str(chunked).lower() == "false":
+        need = math.ceil(isl) + bs
+        if need > tokens:
+            rule += f"; chunked context off: raised to ISL + max_batch_size = {need}"
+            tokens = need
+    values["max_num_batched_tokens"] = values["max_prefill_tokens"] = tokens
+    rules["max_num_batched_tokens"] = f"{bench}: max_num_tokens: {rule}"
+    if user_value(overrides, "max_model_len", NAMES) is None:
+        values["max_model_len"] = math.ceil(isl) + math.ceil(osl)
+        rules["max_model_len"] = f"{bench}: max_seq_len = the dataset's ISL + OSL"
+    values["kv_cache_dtype"], rules["kv_cache_dtype"] = kv, f"{bench}: {kv_rule}"
+    values["gpu_memory_utilization"] = fraction
+    rules["gpu_memory_utilization"] = (
+        f"{bench}: --kv_cache_free_gpu_mem_fraction {fraction:g} of the memory free after "
+        "start-up (throughput.py)"
+    )
+    values["graph_max_bs"] = bs
+    rules["cudagraph_capture_sizes"] = (
+        f"{bench}: CUDA graphs with padding up to max_batch_size {bs} (get_settings)"
+    )
+
+
 def capture_sizes(release: str, max_bs: int | None) -> tuple[tuple[int, ...], str]:
-    top = max_bs or CAPTURE_MAX
+    """trtllm-serve's sizes up to 128; trtllm-bench's (`max_bs`: its max_batch_size), padded."""
+    if max_bs is not None:
+        sizes = trtllm_bench.capture_sizes(max_bs)
+        return sizes, f"1, 2, 4, 8..128 step 8, powers of 2, {max_bs} (CudaGraphConfig, padding)"
+    top = CAPTURE_MAX
     sizes = [*range(1, 32), 32, 64, 128, *range(256, top + 1, 128)]
     return tuple(s for s in sizes if s <= top), f"1..31, 32, 64, 128 up to {top} (CudaGraphConfig)"
 
