@@ -128,6 +128,11 @@ class WorkloadConfig:
     cache_warm: bool = False  # the server already served these very prompts (an earlier run of
     # the same benchmark against it): each prompt's full KV blocks are in the prefix cache at the
     # start, the latest sent last in the pool's LRU order, as far as the pool holds them
+    frontend_ms: float = _opt(0.0, min=0, max=60_000)  # the server's front end (HTTP, chat
+    # template, hand-off to the engine) per request, one request at a time, between the
+    # client's send and the engine's queue: counted in TTFT; 0: the engine sees it at once
+    frontend_us_per_token: float = _opt(0.0, min=0, max=1e6)  # and per prompt token
+    # (tokenisation), added to frontend_ms
     warmup_requests: int = _requests(0, min=0)  # the first N requests sent are warm-up: they run,
     # but the bench metrics leave them out (as a benchmark harness's warm-up)
     priority_levels: int = _requests(1, min=1)  # >1: each request draws a priority 0..k-1 (lower

@@ -7,6 +7,10 @@ replica; a replica that has work steps back to back; requests that arrive during
 waiting queue and are seen by the next step; requests that arrive exactly when a step ends are
 seen by that next step too.
 
+With a server front end (workload.frontend_ms, frontend_us_per_token) a sent request first
+waits its turn there, one request at a time, and reaches its replica when the front end is
+done with it; it holds its client's slot all the while, and its TTFT counts from the send.
+
 The router, the concurrency cap and the record of each request are sim/run/dispatch.py's,
 shared with the disaggregated driver.
 
@@ -43,22 +47,37 @@ class _Sender:
         self.d = Dispatch(records, workload.concurrency, router)
         self.next_index = 0
         self.last_free_s = 0.0  # when a finish last unblocked a full dispatcher
+        self.in_front_end = 0  # sent by their clients, not yet handed to an engine
 
     @property
     def ended(self) -> int:
         return self.d.num_ended
 
+    @property
+    def full(self) -> bool:
+        """Every client busy: `concurrency` requests sent and not ended."""
+        limit = self.d.limit
+        return limit is not None and len(self.d.in_flight) + self.in_front_end >= limit
+
     def next_send_s(self) -> float | None:
         """When the next request can be sent (None: all sent, or waiting for a free slot)."""
-        if self.next_index >= len(self.workload) or self.d.blocked:
+        if self.next_index >= len(self.workload) or self.full:
             return None
         return float(self.workload.arrival_s[self.next_index])
 
-    def send(self, send_s: float) -> Engine | None:
+    def take(self, send_s: float) -> Request:
+        """The next request, sent by its client at `send_s`."""
         i = self.next_index
         self.next_index += 1
         req = self.workload.request(i)
         req.arrival_s = send_s  # TTFT counts from the send, as the benchmark client measures it
+        return req
+
+    def send(self, send_s: float) -> Engine | None:
+        return self.hand_over(self.take(send_s))
+
+    def hand_over(self, req: Request) -> Engine | None:
+        """`req` to its replica (None: refused there)."""
         engine = route(self.engines, self.d.router, self.d.num_sent, req)
         self.d.sent(req, engine.replica)
         if engine.add_request(req):
@@ -68,10 +87,10 @@ class _Sender:
         return None
 
     def finished(self, reqs: list[Request], now: float) -> None:
-        was_blocked = self.d.blocked
+        was_blocked = self.full
         for req in reqs:
             self.d.ended(req)
-        if was_blocked and not self.d.blocked:
+        if was_blocked and not self.full:
             self.last_free_s = now
 
 
@@ -135,8 +154,11 @@ def run_simpy(
     d = _Sender(workload, engines, router)
     _finishes_inside_runs(engines, workload, until_s)
     feed = None
+    front = workload.frontend_s  # None: each request reaches its engine when sent
+    front_free = [0.0]  # when the front end is done with the requests handed to it so far
     if (
-        len(engines) == 1
+        front is None
+        and len(engines) == 1
         and engines[0].pp == 1
         and engines[0].finish_inside_runs  # (no concurrency cap, no time limit)
         and engines[0].takes_arrivals
@@ -155,10 +177,23 @@ def run_simpy(
                 continue
             if send_s > env.now:
                 yield env.timeout(send_s - env.now)
-            engine = d.send(env.now)
-            if engine is not None and not wake[engine.replica].triggered:
-                wake[engine.replica].succeed()
-            _check_done()
+            if front is None:
+                handed(d.send(env.now))
+                continue
+            req = d.take(env.now)  # into the front end, one request at a time
+            d.in_front_end += 1
+            front_free[0] = max(env.now, front_free[0]) + float(front[req.request_id])
+            env.process(front_end(req, front_free[0]))
+
+    def front_end(req: Request, done_s: float):
+        yield env.timeout(done_s - env.now)
+        d.in_front_end -= 1
+        handed(d.hand_over(req))
+
+    def handed(engine: Engine | None) -> None:
+        if engine is not None and not wake[engine.replica].triggered:
+            wake[engine.replica].succeed()
+        _check_done()
 
     def ended(finished: list[Request]) -> None:
         if finished:
@@ -295,6 +330,8 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
     """The same simulation as run_simpy for one replica without pipeline parallelism."""
     if engine.pp > 1:
         raise ValueError("run_loop drives pp = 1 only; use run_simpy")
+    if workload.frontend_s is not None:
+        raise ValueError("run_loop sends requests straight to the engine; use run_simpy")
     d = _Sender(workload, [engine])
     _finishes_inside_runs([engine], workload, until_s)
     now = 0.0

@@ -43,6 +43,10 @@ class Workload:
     # An earlier run sent these very prompts to the server (workload.cache_warm): each
     # prompt's KV is in the prefix cache at the start (sim/run/engine.py, warm_prefix_caches)
     cache_warm: bool = False
+    # Per request, the server front end's time before the engine sees it (workload.frontend_ms
+    # and frontend_us_per_token; sim/run/driver.py serves the requests one at a time); None:
+    # the engine sees each request when it is sent
+    frontend_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_len)
@@ -99,6 +103,12 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
     if cfg.cache_warm:  # the prompts were sent before: their blocks are shareable with that run
         first_private = np.maximum(first_private, prompt // block)
         desc += ", prompts cached by an earlier run"
+    frontend = frontend_times(cfg, prompt)
+    if frontend is not None:
+        desc += (
+            f", a front end of {cfg.frontend_ms:g} ms + {cfg.frontend_us_per_token:g} us per "
+            "prompt token before the engine"
+        )
     return Workload(
         arrival,
         prompt,
@@ -113,7 +123,15 @@ def generate(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload:
         first_private,
         fresh,
         cfg.cache_warm,
+        frontend,
     )
+
+
+def frontend_times(cfg: WorkloadConfig, prompt: np.ndarray) -> np.ndarray | None:
+    """Each request's time in the server's front end (None when both keys are 0)."""
+    if cfg.frontend_ms == 0 and cfg.frontend_us_per_token == 0:
+        return None
+    return cfg.frontend_ms / 1e3 + cfg.frontend_us_per_token / 1e6 * prompt.astype(np.float64)
 
 
 def _load_table(cfg: WorkloadConfig) -> TraceTable | None:

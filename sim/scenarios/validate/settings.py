@@ -1,11 +1,18 @@
 """The benchmark as it may have been run: where a case's source does not say how its clients
-started or whether the server's prefix cache was warm, every plausible setting is simulated
-and the prediction becomes a band [lowest, highest] over them (issue 23, item 4).
+started, whether the server's prefix cache was warm or whether the first wave of a closed loop
+was counted, every plausible setting is simulated and the prediction becomes a band [lowest,
+highest] over them (issue 23, item 4; issue 43, item 3).
 
 The settings are {clients started together, spread over one request lifetime
 (workload.stagger)} x {prefix cache cold, warm from an earlier run of the same prompts
-(workload.cache_warm)}. A setting the case's workload states is kept as stated; the client
-start only changes a closed loop, so an open-loop case runs the cache settings alone and the
+(workload.cache_warm)}, and for a closed loop with warm-up requests one more: clients together,
+cache cold, the first wave counted (workload.warmup_requests=0). `vllm bench serve` starts every
+client of its measured run at once and counts every request of it (its --num-warmups requests
+run before, apart: vllm/benchmarks/serve.py, vllm-project/vllm commit 009e6d4a), so the burst
+of the first wave is in its means; AIPerf leaves a warm-up out only when asked
+(--warmup-request-count). A setting the case's workload states is kept as stated (a stated
+warm-up is an importer's choice, not the source's, so it is still varied); the client start
+only changes a closed loop, so an open-loop case runs the cache settings alone and the
 same result stands for both client starts. `SettingsBand` holds each setting's results, the
 median absolute error per setting and metric, and each banded case's band per metric
 (Validation.bands, validation.csv's band_low/band_high); `inside_band` is the share of
@@ -24,23 +31,34 @@ from sim.scenarios.validate.runs import CaseResult, run_all
 from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, select_rows
 from sim.scenarios.validate.validation import Accuracy, Row, accuracy, rows
 
-Setting = tuple[bool, bool]  # (workload.stagger, workload.cache_warm)
-SETTINGS: tuple[Setting, ...] = ((False, False), (True, False), (False, True), (True, True))
+# (workload.stagger, workload.cache_warm), with a third item True for the first wave counted
+Setting = tuple[bool, ...]
+FIRST_WAVE: Setting = (False, False, True)  # together, cold, workload.warmup_requests=0
+SETTINGS: tuple[Setting, ...] = (
+    (False, False),
+    (True, False),
+    (False, True),
+    (True, True),
+    FIRST_WAVE,
+)
 SPREAD_COLD: Setting = (True, False)  # the former client-start sensitivity
 SENSITIVITY_METRICS = ("mean_tpot_ms", "output_throughput", "mean_ttft_ms")
 
 
 def setting_name(setting: Setting) -> str:
-    stagger, warm = setting
+    stagger, warm = setting[:2]
     return (
         f"clients {'spread' if stagger else 'together'}, prefix cache {'warm' if warm else 'cold'}"
+        + (", first wave counted" if _counted(setting) else "")
     )
 
 
 def plausible(case: Case) -> list[Setting]:
-    """The settings (stagger, cache_warm) a case may have run under, as SETTINGS keys: a
-    setting its workload states stays as stated; an open loop has no client start to vary,
-    so both client starts stand for its one run per cache setting."""
+    """The settings (stagger, cache_warm, first wave counted) a case may have run under, as
+    SETTINGS keys: a setting its workload states stays as stated; an open loop has no client
+    start to vary, so both client starts stand for its one run per cache setting; a closed
+    loop with warm-up requests that may have started together, cold, may also have counted
+    its first wave."""
     body = next(iter(case.data["workload"].values()))
     stated = body if isinstance(body, dict) else {}
     wl = case.config.workload
@@ -49,7 +67,14 @@ def plausible(case: Case) -> list[Setting]:
     else:
         starts = [wl.stagger] if "stagger" in stated else [False, True]
     warms = [wl.cache_warm] if "cache_warm" in stated else [False, True]
-    return [(s, w) for s in starts for w in warms]
+    out: list[Setting] = [(s, w) for s in starts for w in warms]
+    if wl.kind == "closed_loop" and wl.warmup_requests and (False, False) in out:
+        out.append(FIRST_WAVE)
+    return out
+
+
+def _counted(setting: Setting) -> bool:
+    return len(setting) > 2 and setting[2]
 
 
 def _run_key(case: Case, setting: Setting) -> Setting:
@@ -59,8 +84,15 @@ def _run_key(case: Case, setting: Setting) -> Setting:
     return setting
 
 
+def _base(case: Case) -> Setting:
+    """The setting of the case as its file states it (its main run)."""
+    return (case.config.workload.stagger, case.config.workload.cache_warm)
+
+
 def _variant(case: Case, key: Setting) -> Case:
     workload = replace(case.config.workload, stagger=key[0], cache_warm=key[1])
+    if _counted(key):
+        workload = replace(workload, warmup_requests=0)
     return replace(case, config=replace(case.config, workload=workload))
 
 
@@ -126,6 +158,7 @@ class SettingsBand:
                     "name": setting_name(s),
                     "stagger": s[0],
                     "cache_warm": s[1],
+                    "first_wave_counted": _counted(s),
                     "num_cases": len(self.results.get(s, {})),
                     **acc.summary,
                 }
@@ -169,16 +202,16 @@ def run_settings(
     picked = [(c, r) for c, r in zip(cases, results, strict=True) if not r.error and chosen(c)]
     todo: list[tuple[Case, Setting]] = []
     for c, _ in picked:
-        base = (c.config.workload.stagger, c.config.workload.cache_warm)
+        base = _base(c)
         keys = {_run_key(c, s) for s in plausible(c)} - {base}
         todo += [(c, k) for k in sorted(keys)]
     ran = run_all([_variant(c, k) for c, k in todo], jobs, progress=progress)
     by_run: dict[tuple[str, Setting], CaseResult] = {
         (c.id, k): r for (c, k), r in zip(todo, ran, strict=True)
     }
-    out: dict[Setting, dict[str, CaseResult]] = {}
+    out: dict[Setting, dict[str, CaseResult]] = {s: {} for s in SETTINGS}
     for c, main in picked:
-        base = (c.config.workload.stagger, c.config.workload.cache_warm)
+        base = _base(c)
         for s in plausible(c):
             key = _run_key(c, s)
             out.setdefault(s, {})[c.id] = main if key == base else by_run[(c.id, key)]

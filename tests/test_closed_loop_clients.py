@@ -1,0 +1,124 @@
+"""Closed loops as real clients run them (issue 43, item 3): the benchmark may have counted the
+burst of its first wave (`vllm bench serve` does), so a closed loop with warm-up requests gets
+that setting in its band; and a server's front end (HTTP, chat template, tokenisation) that
+serves one request at a time stands between each client's send and the engine's queue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.errors import UserError
+from sim.run.driver import check_conservation, run_loop, run_simpy
+from sim.run.metrics import StepLog
+from sim.run.setup import Setup
+from sim.run.simulate import simulate
+from sim.scenarios.validate.cases import load_cases
+from sim.scenarios.validate.runs import run_all
+from sim.scenarios.validate.settings import (
+    FIRST_WAVE,
+    SETTINGS,
+    plausible,
+    run_settings,
+    setting_name,
+)
+from sim.workload.generate import generate
+from tests.conftest import config
+from tests.test_validate import BASE, case, write
+
+LOOP = {"concurrency": 4, "num_requests": 12, "input_len": 512, "output_len": 8}
+
+
+def test_a_closed_loop_with_warmup_may_have_counted_its_first_wave(tmp_path):
+    specs = [
+        case(id="warm-up", workload={"closed_loop": LOOP | {"warmup_requests": 4}}),
+        case(id="none", workload={"closed_loop": LOOP}),
+        case(id="spread", workload={"closed_loop": LOOP | {"warmup_requests": 4, "stagger": True}}),
+        case(
+            id="cached", workload={"closed_loop": LOOP | {"warmup_requests": 4, "cache_warm": True}}
+        ),
+        case(
+            id="open",
+            workload={
+                "poisson": {"rate": 50.0, "num_requests": 12, "input_len": 64, "output_len": 8}
+            },
+        ),
+    ]
+    cases = load_cases([write(tmp_path, specs)], BASE)
+    got = {c.id: plausible(c) for c in cases}
+    assert FIRST_WAVE in got["warm-up"] and len(got["warm-up"]) == 5
+    # no warm-up to count; a stated client start or warm cache leaves no together-cold run
+    assert all(FIRST_WAVE not in got[k] for k in ("none", "spread", "cached", "open"))
+    assert setting_name(FIRST_WAVE) == "clients together, prefix cache cold, first wave counted"
+    assert FIRST_WAVE in SETTINGS
+
+
+def test_the_counted_first_wave_raises_the_top_of_the_ttft_band(tmp_path):
+    """Four clients sent together: the first wave's four prompts share their prefill, the
+    later waves (here too, fixed lengths keep the grouping) no less; counting the first wave
+    can only add a wave whose TTFT is no shorter, and the band's top is at least it."""
+    loop = LOOP | {"num_requests": 8, "warmup_requests": 4}
+    specs = [case(id="c", workload={"closed_loop": loop})]
+    cases = load_cases([write(tmp_path, specs)], BASE)
+    results = run_all(cases, jobs=1)
+    band = run_settings(cases, results, 1, lambda c: True)
+    assert band.num_runs == 4 and band.num_failed == 0
+    counted = band.results[FIRST_WAVE]["c"].predicted
+    main = results[0].predicted
+    assert counted["mean_ttft_ms"] >= main["mean_ttft_ms"] > 0
+    lo, hi = band.bands["c"]["mean_ttft_ms"]
+    assert lo <= main["mean_ttft_ms"] <= hi and hi >= counted["mean_ttft_ms"]
+    summary = band.summary([])
+    (row,) = [s for s in summary["settings"] if s["first_wave_counted"]]
+    assert row["num_cases"] == 1 and row["stagger"] is False and row["cache_warm"] is False
+
+
+def _run(workload: dict, **top):
+    cfg = config(workload, **top)
+    setup = Setup.from_config(cfg)
+    work = generate(cfg.workload, np.random.default_rng(cfg.seed))
+    engines = setup.engines(StepLog())
+    outcome = run_simpy(work, engines)
+    check_conservation(outcome, engines)
+    return work, outcome
+
+
+def test_the_front_end_serves_the_clients_one_at_a_time():
+    loop = {"kind": "closed_loop", **LOOP, "frontend_ms": 5.0, "frontend_us_per_token": 10.0}
+    work, outcome = _run(loop)
+    each = 5e-3 + 10e-6 * 512  # 10.12 ms per request
+    assert work.frontend_s == pytest.approx(np.full(12, each))
+    reqs = sorted(outcome.requests, key=lambda r: r.request_id)
+    first = reqs[:4]  # sent together at 0, handed over one after another
+    assert all(r.arrival_s == 0 for r in first)
+    starts = [r.first_scheduled_s for r in first]
+    for k, start in enumerate(starts):
+        assert start >= (k + 1) * each - 1e-12
+    # TTFT counts from the send, the front end's time in it
+    assert min(r.first_token_s - r.arrival_s for r in reqs) >= each
+    # never more than `concurrency` sent and not finished, those in the front end included
+    events = sorted([(r.arrival_s, 1) for r in reqs] + [(r.finish_s, -1) for r in reqs])
+    assert max(np.cumsum([d for _, d in events])) <= 4
+
+
+def test_a_front_end_delays_an_open_loop_too_and_costs_nothing_when_off():
+    poisson = {"kind": "poisson", "rate": 20.0, "num_requests": 20}
+    plain = simulate(config(poisson)).summary
+    off = simulate(config(poisson | {"frontend_ms": 0.0})).summary
+    assert off["mean_ttft_ms"] == plain["mean_ttft_ms"]
+    _, outcome = _run(poisson | {"frontend_ms": 20.0})
+    for r in outcome.requests:
+        assert r.first_scheduled_s >= r.arrival_s + 0.02 - 1e-12
+    slow = simulate(config(poisson | {"frontend_ms": 20.0})).summary
+    assert slow["mean_ttft_ms"] >= plain["mean_ttft_ms"] + 20.0 - 1e-9
+    assert "front end of 20 ms" in slow["sim"]["workload"]
+
+
+def test_front_end_keys_are_checked_and_the_plain_loop_refuses_them():
+    with pytest.raises(UserError, match="frontend_ms"):
+        config({"frontend_ms": -1.0})
+    cfg = config({"kind": "closed_loop", **LOOP, "frontend_ms": 1.0})
+    work = generate(cfg.workload, np.random.default_rng(0))
+    engine = Setup.from_config(cfg).engines(StepLog())[0]
+    with pytest.raises(ValueError, match="use run_simpy"):
+        run_loop(work, engine)
