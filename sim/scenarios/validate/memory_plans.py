@@ -48,6 +48,7 @@ LOGGED = (
     "activation_gib",
     "total_gpu_gib",
 )
+LOGGED_PARTS = ("weights_gib", "activation_gib", "non_torch_gib")  # shown beside the plan's
 TOKENS_TARGET = 0.05  # median |error| of KV tokens (issue 43's acceptance)
 GPU_SHARE_TARGET = 0.02  # every case within 2% of the GPU's memory
 COLUMNS = (
@@ -63,9 +64,12 @@ COLUMNS = (
     "logged_kv_gib",
     "predicted_kv_gib",
     "weights_gib",
+    "logged_weights_gib",
     "activation_gib",
+    "logged_activation_gib",
     "cudagraph_gib",
     "non_torch_gib",
+    "logged_non_torch_gib",
     "gpu_memory_utilization",
     "source",
     "error",
@@ -113,20 +117,24 @@ class Comparison:
         }
         if self.error:
             return out
-        pct, gpu = self.error_pct, self.error_gpu_pct
-        return out | {
-            "logged_tokens": self.logged_tokens,
-            "predicted_tokens": self.predicted_tokens,
-            "error_pct": "" if pct is None else round(pct, 2),
-            "error_gpu_pct": round(gpu, 3),
-            "logged_kv_gib": round(self.logged_bytes / GIB, 3),
-            "predicted_kv_gib": round(self.predicted_bytes / GIB, 3),
-            "weights_gib": round(p.weight_bytes / GIB, 3),
-            "activation_gib": round(p.activation_bytes / GIB, 3),
-            "cudagraph_gib": round(p.cudagraph_bytes / GIB, 3),
-            "non_torch_gib": round(p.non_torch_bytes / GIB, 3),
-            "gpu_memory_utilization": p.gpu_memory_utilization,
-        }
+        pct, gpu, logged = self.error_pct, self.error_gpu_pct, c["logged"]
+        return (
+            out
+            | {
+                "logged_tokens": self.logged_tokens,
+                "predicted_tokens": self.predicted_tokens,
+                "error_pct": "" if pct is None else round(pct, 2),
+                "error_gpu_pct": round(gpu, 3),
+                "logged_kv_gib": round(self.logged_bytes / GIB, 3),
+                "predicted_kv_gib": round(self.predicted_bytes / GIB, 3),
+                "weights_gib": round(p.weight_bytes / GIB, 3),
+                "activation_gib": round(p.activation_bytes / GIB, 3),
+                "cudagraph_gib": round(p.cudagraph_bytes / GIB, 3),
+                "non_torch_gib": round(p.non_torch_bytes / GIB, 3),
+                "gpu_memory_utilization": p.gpu_memory_utilization,
+            }
+            | {f"logged_{k}": logged[k] for k in LOGGED_PARTS if k in logged}
+        )
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -251,7 +259,8 @@ def report(results: list[Comparison], source: Path) -> str:
         f"{'met' if s['gpu_ok'] else 'NOT met'})",
         "",
         "| case | engine | GPU | TP | logged tokens | predicted | error | of GPU memory "
-        "| plan: weights / activation / graphs / non-torch GiB | source |",
+        "| plan: weights / activation / graphs / non-torch GiB (log: weights / activation / "
+        "non-torch) | source |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -267,6 +276,10 @@ def report(results: list[Comparison], source: Path) -> str:
         p = r.plan
         parts = (p.weight_bytes, p.activation_bytes, p.cudagraph_bytes, p.non_torch_bytes)
         plan = " / ".join(f"{b / GIB:.2f}" for b in parts)
+        logged = c["logged"]
+        if any(k in logged for k in LOGGED_PARTS):
+            shown = (logged.get(k) for k in ("weights_gib", "activation_gib", "non_torch_gib"))
+            plan += " (log: " + " / ".join("?" if v is None else f"{v:.2f}" for v in shown) + ")"
         pct = "n/a (pool <= 0)" if r.error_pct is None else f"{r.error_pct:+.1f}%"
         lines.append(
             f"{head} | {r.logged_tokens:,} | {r.predicted_tokens:,} | {pct} "
