@@ -84,3 +84,13 @@ def test_through_resolve_once_the_bench_arguments_are_taken(monkeypatch):
     assert mine.max_num_seqs == 64
     served = resolve_module.resolve("trtllm@1.0.0", H200, L70B, 1, "server", {})
     assert (served.max_num_seqs, served.kv_cache_dtype) == (2048, "auto")
+
+
+def test_the_heuristic_gives_what_trtllm_bench_logged():
+    """NVIDIA/TensorRT-LLM#6294 (trtllm-bench throughput, nvidia/Llama-3.1-8B-Instruct-FP8,
+    one 80 GB H100, --kv_cache_free_gpu_mem_fraction 0.8, tensorrt_llm 0.20.0 with the same
+    tuning.py): its dataset averages ISL 128 and OSL 28 (the log's 38,762.1 total and 6,957.3
+    output tokens/s at 248.475 requests/s), and it logged max_num_requests=4096,
+    max_num_tokens=23552."""
+    bs, tokens, _ = trtllm_bench.limits(H100, L8B, 1, 1, "fp8", "fp8", 128, 28, 0.8)
+    assert (bs, tokens) == (4096, 23552)
