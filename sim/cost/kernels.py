@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.cost.fp8 import block_ceiling, w8a8_ceiling
 from sim.cost.prior import CostProfile
 from sim.cost.roofline import (
     ACT_BYTES,
@@ -143,28 +144,24 @@ class KernelPricer:
         return roof * np.exp(np.maximum(surface(feats), 0.0))  # never under the roofline
 
     def gemm_s(self, m, n, k, dtype: str = "bf16") -> np.ndarray:
-        flops, nbytes, feats = gemm_shape(self.hardware, m, n, k, dtype)
-        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
-        seconds = self._price(
-            self._surface("gemm", dtype),
-            flops,
-            nbytes,
-            feats,
-            peak,
-            self.prior.gemm_flops_efficiency,
-        )
-        return self._w8a8_ceiling(seconds, dtype, lambda: self.gemm_s(m, n, k, "bf16"))
-
-    def _w8a8_ceiling(self, seconds, dtype: str, bf16) -> np.ndarray:
-        """An FP8 GEMM run on FP8 tensor cores (W8A8: half the weight bytes at twice the
-        rate) is priced at most as the same shape in BF16. Measured FP8 linear ops slower
-        than that carry their activations' quantisation as a kernel of its own (a fixed
-        ~6 us at decode shapes: 13.7 against 7.4 us in BF16 at n=8192, k=1024 in TensorRT-LLM
-        1.3's H200 table, where block FP8 takes 6.4 us), which the engines fuse into the norm
-        or activation before the GEMM; real FP8 decodes run faster than such tables predict."""
-        if dtype != "fp8" or compute_dtype(self.hardware, dtype) != "fp8":
-            return seconds
-        return np.minimum(seconds, bf16())
+        """C[m,n] = A[m,k] @ W[k,n] in weight format `dtype`; FP8 by the kernel its release runs
+        on this GPU (sim/cost/fp8.py)."""
+        hw = self.hardware
+        flops, nbytes, feats = gemm_shape(hw, m, n, k, dtype)
+        fp8_rate = compute_dtype(hw, dtype) == "fp8"
+        unmeasured = f"gemm/{dtype}" not in self.surfaces
+        weight_only = dtype.startswith("fp8") and not fp8_rate and unmeasured
+        # weight-only FP8 (Marlin) unmeasured: its own roofline at the BF16 GEMM's efficiency
+        surface = self._surface("gemm", "bf16" if weight_only else dtype)
+        if weight_only:
+            self.used.setdefault("gemm_fp8", "gemm/bf16's efficiency at the W8A16 roofline")
+        peak = hw.peak_flops_per_s(compute_dtype(hw, dtype))
+        seconds = self._price(surface, flops, nbytes, feats, peak, self.prior.gemm_flops_efficiency)
+        if dtype == "fp8" and fp8_rate:
+            return w8a8_ceiling(seconds, lambda: self.gemm_s(m, n, k, "bf16"))
+        if dtype == "fp8_block" and fp8_rate and "gemm/fp8" in self.surfaces:
+            return block_ceiling(seconds, lambda: self.gemm_s(m, n, k, "fp8"))
+        return seconds
 
     def prefill_s(self, q, c, num_seqs, shape: AttentionShape) -> np.ndarray:
         """Per-sequence seconds of prefill attention (q new tokens after c cached): a batch

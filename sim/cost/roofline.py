@@ -50,10 +50,11 @@ def attention_dtype(hw: Hardware, kv_dtype: str) -> str:
 
 # ---- rooflines and features, one pair per kernel class -------------------------------------
 def gemm_shape(hw: Hardware, m, n, k, dtype: str):
-    """(FLOPs, bytes, features) of C[m,n] = A[m,k] @ W[k,n]."""
+    """(FLOPs, bytes, features) of C[m,n] = A[m,k] @ W[k,n]. The activations are read in FP8
+    where the GEMM runs on FP8 tensor cores (W8A8), else in 16 bits (weight-only FP8: Marlin)."""
     m, n, k = (np.asarray(v, dtype=np.float64) for v in (m, n, k))
     wb = WEIGHT_BYTES[dtype]
-    ab = 1.0 if dtype.startswith("fp8") else ACT_BYTES
+    ab = 1.0 if compute_dtype(hw, dtype) == "fp8" else ACT_BYTES
     flops = 2 * m * n * k
     nbytes = wb * n * k + ab * m * k + ACT_BYTES * m * n
     tiles = np.ceil(m / GEMM_TILE[0]) * np.ceil(n / GEMM_TILE[1])
