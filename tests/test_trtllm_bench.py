@@ -94,3 +94,9 @@ def test_the_heuristic_gives_what_trtllm_bench_logged():
     max_num_tokens=23552."""
     bs, tokens, _ = trtllm_bench.limits(H100, L8B, 1, 1, "fp8", "fp8", 128, 28, 0.8)
     assert (bs, tokens) == (4096, 23552)
+
+
+@pytest.mark.parametrize("bad", ["long", -5, 0, float("nan"), True])
+def test_a_bad_dataset_length_is_one_line(bad):
+    with pytest.raises(UserError, match=r"engine_args\.target_input_len="):
+        bench(H100, L8B, 1, bad, 128)

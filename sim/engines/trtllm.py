@@ -21,6 +21,7 @@ import math
 from sim.engines import trtllm_bench
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
+from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
 
@@ -144,7 +145,7 @@ def _bench(values: dict, rules: dict, hw, model: ModelSpec, tp: int, overrides: 
                 "target_input_len and target_output_len)"
             )
         return
-    isl, osl = float(isl), float(osl)
+    isl, osl = _length("target_input_len", isl), _length("target_output_len", osl)
     dtype = str(overrides.get("dtype") or model.checkpoint_dtype)
     kv, kv_rule = trtllm_bench.kv_dtype(dtype)
     fraction = user_value(overrides, "gpu_memory_utilization", NAMES)
@@ -172,6 +173,17 @@ def _bench(values: dict, rules: dict, hw, model: ModelSpec, tp: int, overrides: 
     rules["cudagraph_capture_sizes"] = (
         f"{bench}: CUDA graphs with padding up to max_batch_size {bs} (get_settings)"
     )
+
+
+def _length(key: str, value) -> float:
+    """A dataset length trtllm-bench takes: a finite number > 0, or a one-line error."""
+    try:
+        length = float(value)
+    except (TypeError, ValueError):
+        length = math.nan
+    if isinstance(value, bool) or not math.isfinite(length) or length <= 0:
+        raise UserError(f"engine_args.{key}={value!r}: give the dataset's mean length in tokens")
+    return length
 
 
 def capture_sizes(release: str, max_bs: int | None) -> tuple[tuple[int, ...], str]:
