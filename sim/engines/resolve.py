@@ -190,7 +190,10 @@ def resolve(
             *features.TRANSFER_KNOBS,
         )
     by_name = {names.get(k, k): k for k in SETTING_NAMES} | {k: k for k in SETTING_NAMES}
+    read = set(getattr(module, "BENCH_ARGS", ())) if entry_point == "offline" else set()
     for key, value in overrides.items():
+        if key in read:  # the family's defaults() took it (trtllm-bench's dataset lengths)
+            continue
         if key in SPECIAL:
             _special(name, rule_set, key, value, values, rules)
         elif key in by_name and (by_name[key] in applicable or key in SETTING_NAMES):

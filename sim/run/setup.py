@@ -28,6 +28,21 @@ from sim.specs.model import ModelSpec
 from sim.specs.model_config import load_model
 
 
+def _engine_args(cfg: SimConfig, model: ModelSpec) -> dict:
+    """The user's engine_args; for trtllm's offline entry point (trtllm-bench throughput)
+    also the dataset lengths and weight dtype its settings derive from, unless given."""
+    args = dict(cfg.engine_args)
+    if str(cfg.engine).split("@")[0].strip().lower() == "trtllm" and cfg.entry_point == "offline":
+        w = cfg.workload
+        derived = {
+            "target_input_len": w.input_len,
+            "target_output_len": w.output_len,
+            "dtype": model.resolve_weight_dtype(cfg.dtype),
+        }
+        args = derived | {k: v for k, v in args.items() if v is not None}
+    return args
+
+
 @dataclass(frozen=True, slots=True)
 class Setup:
     """Everything a run derives from its config before the clock starts."""
@@ -49,7 +64,7 @@ class Setup:
         _check_heads(model, cfg.parallel.tp)
         par = cfg.parallel
         settings = resolve(
-            cfg.engine, hardware, model, par.tp, cfg.entry_point, cfg.engine_args,
+            cfg.engine, hardware, model, par.tp, cfg.entry_point, _engine_args(cfg, model),
             workers=par.tp * par.pp,
         )  # fmt: skip
         return cls._build(cfg, settings, hardware, model, None)
