@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.cost.comm import Topology, allreduce_s
+from sim.cost.comm import Topology, allreduce_release, allreduce_s
 from sim.cost.prior import CostProfile
 from sim.cost.profiles import choose_pricer
 from sim.run.physics import allreduce_floor_s
@@ -120,3 +120,37 @@ def test_a_tp1_step_has_no_collective_and_no_executor_cost(engine):
     layers = model.model.num_layers
     per_call = float(model.pricer.allreduce_s(16 * model.model.hidden_size * 2, 2))
     assert two.allreduce_s == pytest.approx(2 * layers * per_call)
+
+
+FAMILIES = ["vllm@0.14.0", "vllm@0.19.0", "vllm@0.24.0", "sglang@0.5.9"]
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "expected"),
+    [
+        ("0.8.3", "h100-sxm", "vllm@0.14.0"),  # custom kernel up to 8 MiB
+        ("0.10.2", "h200", "vllm@0.14.0"),
+        ("0.11.0", "h100-sxm", "vllm@0.19.0"),  # symmetric memory on by default
+        ("0.12.0", "h200", "vllm@0.19.0"),
+        ("0.20.1", "h100-sxm", "vllm@0.19.0"),
+        ("0.24.0", "h100-sxm", "vllm@0.24.0"),
+        ("0.11.0", "a100-80gb", None),  # no symmetric memory before Hopper: its own tables
+    ],
+)
+def test_the_all_reduce_tables_follow_the_releases_dispatch(version, gpu, expected):
+    assert allreduce_release("vllm", version, load_hardware(gpu), FAMILIES) == expected
+    assert allreduce_release("sglang", "0.5.9", load_hardware(gpu), FAMILIES) is None
+
+
+def test_vllm_014s_tables_time_the_custom_kernel_alone_and_018s_symmetric_memory():
+    """The evidence for allreduce_release: at TP 8 on the H100, vllm@0.14.0's rows match
+    SGLang's custom all-reduce timed with symmetric memory off, and 0.19.0's are faster from
+    256 KiB, where 0.11+ hands the all-reduce to symmetric memory."""
+    tables = "h100_sxm/comm/{}/custom_allreduce_perf.parquet"
+    v14 = _measured(tables.format("vllm/0.14.0"), 8, True)
+    sgl = _measured(tables.format("sglang/0.5.9"), 8, True)
+    v19 = _measured(tables.format("vllm/0.19.0"), 8, True)
+    for n in (131072, 262144, 524288, 1048576, 2097152):
+        assert _at(v14, n) == pytest.approx(_at(sgl, n), rel=0.03)
+    for n in (262144, 524288, 1048576, 2097152):
+        assert _at(v19, n) < 0.95 * _at(v14, n)

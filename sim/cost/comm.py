@@ -51,10 +51,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cost.kernels import KernelPricer
+from sim.engines.versions import release_key
 from sim.specs.hardware import Hardware
 from sim.specs.links import Link, load_link
 
 ACT_BYTES = 2
+SYMM_MEM_FROM = release_key("0.11.0")  # VLLM_ALLREDUCE_USE_SYMM_MEM defaults to 1 (vllm PR #24111)
+SYMM_MEM_MEASURED_FROM = release_key("0.18.0")  # the first measured table showing it
 PP_TENSORS = 2  # hidden states and residual
 LOGIT_BYTES = 2  # logits leave the LM head in the model's dtype
 
@@ -96,6 +99,33 @@ def topology(
     if max(tp * pp, ep) > gpus_per_node:
         link = load_link(node_link, hw, hw)
     return Topology(gpus_per_node, link)
+
+
+def allreduce_release(engine: str, version: str, hw: Hardware, measured: list[str]) -> str | None:
+    """The measured family (`engine@release`, one of `measured`) whose all-reduce tables time
+    the kernels `version` dispatches to on `hw`, or None where the kernel tables' own release
+    serves (not vLLM, not a Hopper GPU, or no such family measured).
+
+    vLLM from 0.11.0 on Hopper hands the sizes above the custom kernel's limit (256 KiB at
+    TP 8, 8 MiB at TP 2-4) to torch symmetric memory (the module's note). AIConfigurator's
+    vllm@0.14.0 tables do not show it: on the H100 they match its SGLang tables, timed with
+    symmetric memory off (collect_all_reduce.py, setup_sglang_distributed), within 2% from
+    128 KiB to 2 MiB at TP 8 (14.7 / 15.6 / 17.3 / 20.9 / 34.5 us against 15.0 / 15.8 / 17.3 /
+    20.9 / 34.3), while its 0.18, 0.19 and 0.24 tables on both Hopper GPUs are 8-30% faster
+    there (10.0-10.8 / 11.1-12.0 / 14.0-15.0 / 18.1-19.4 / 28.4-30.8 us); the H200's 0.14 TP 8
+    rows at those sizes are 1.9-3.1x its own later ones. So a release with symmetric memory
+    on takes the newest measured family from 0.18 not after it (else the oldest from 0.18),
+    and one without it the newest measured family before 0.18 not after it (else the oldest)."""
+    if engine != "vllm" or not hw.compute_capability.startswith("9."):
+        return None
+    v = release_key(version)
+    symm = v >= SYMM_MEM_FROM
+    keyed = ((release_key(f.split("@")[1]), f) for f in measured if f.startswith("vllm@"))
+    mine = sorted((key, f) for key, f in keyed if (key >= SYMM_MEM_MEASURED_FROM) == symm)
+    if not mine:
+        return None
+    earlier = [f for key, f in mine if key <= v]
+    return earlier[-1] if earlier else mine[0][1]
 
 
 def allreduce_s(pricer: KernelPricer, nbytes, gpus: int, topo: Topology) -> np.ndarray:
