@@ -10,6 +10,7 @@ import pytest
 
 from sim.engines import sglang_03
 from sim.engines.resolve import resolve
+from sim.errors import UserError
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 from tests.test_cli import sim
@@ -81,3 +82,13 @@ def test_the_issue_command_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["completed"] == 20
+
+
+def test_disable_cuda_graph_is_sglangs_enforce_eager_and_no_one_elses():
+    """SGLang's --disable-cuda-graph (server_args.py of every release from 0.3.0): every step
+    eager, as vLLM's enforce_eager; another family refuses it by name."""
+    off = settings("sglang@0.3.0", disable_cuda_graph=True)
+    assert off.cudagraph_mode == "NONE" and off.compile is False
+    assert off.rules["cudagraph_mode"] == "user override (engine_args.disable_cuda_graph)"
+    with pytest.raises(UserError, match="disable_cuda_graph is not a vllm argument"):
+        settings("vllm@0.10.0", disable_cuda_graph=True)

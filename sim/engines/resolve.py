@@ -118,12 +118,14 @@ ENGINE_ARGS = (
 )
 SPECIAL = {
     "enforce_eager",
+    "disable_cuda_graph",  # SGLang's name for it
     "max_cudagraph_capture_size",
     "cuda_graph_max_bs",
     "swap_space",
     "schedule_conservativeness",
     "spec_acceptance",
 }
+ONLY = {"disable_cuda_graph": "sglang"}  # special keys of one family alone
 
 
 def parse_engine_spec(spec: str) -> tuple[str, str, str]:
@@ -194,7 +196,7 @@ def resolve(
     for key, value in overrides.items():
         if key in read:  # the family's defaults() took it (trtllm-bench's dataset lengths)
             continue
-        if key in SPECIAL:
+        if key in SPECIAL and ONLY.get(key, name) == name:
             _special(name, rule_set, key, value, values, rules)
         elif key in by_name and (by_name[key] in applicable or key in SETTING_NAMES):
             knob = by_name[key]
@@ -263,7 +265,7 @@ def _release_internals(engine: str, version: str, scheduler: str, model: ModelSp
 def _special(engine: str, rule_set: str, key: str, value, values: dict, rules: dict) -> None:
     rule = f"user override (engine_args.{key})"
     match key:
-        case "enforce_eager":
+        case "enforce_eager" | "disable_cuda_graph":
             if _coerce(key, value, bool):
                 values["cudagraph_mode"], values["compile"] = "NONE", False
                 rules["cudagraph_mode"] = rules["compile"] = rule
