@@ -10,7 +10,7 @@ import pytest
 from sim.cost.fp8 import BLOCK_OVER_TENSOR
 from sim.cost.prior import PROFILE_DIR, CostProfile
 from sim.cost.profiles import GpuProfile, choose_pricer
-from sim.cost.roofline import gemm_shape
+from sim.cost.roofline import gemm_shape, moe_shape
 from sim.cost.step import CostModel
 from sim.engines.resolve import resolve
 from sim.specs.hardware import load_hardware
@@ -87,7 +87,7 @@ def test_weight_only_fp8_on_ampere_reads_8_bit_weights_at_the_bf16_efficiency(gp
     ratio = fp8[memory_bound] / bf16[memory_bound]
     assert (ratio > 0.45).all() and (ratio < 0.6).all()
     if choice.calibrated:
-        assert pr.used["gemm_fp8"] == "gemm/bf16's efficiency at the W8A16 roofline"
+        assert pr.used["gemm_fp8"] == "gemm/bf16's efficiency, W8A16 roofline"
     assert pr.gemm_s(8, 8192, 4096, "fp8_block") == pytest.approx(pr.gemm_s(8, 8192, 4096, "fp8"))
 
 
@@ -110,3 +110,19 @@ def test_the_issues_fp8_decode_step_is_priced_from_the_cutlass_collection(tp):
     assert old == pytest.approx(new, rel=0.05)
     assert old < linear_ms("vllm@0.11.0", "bf16", tp)
     assert linear_ms("vllm@0.11.0", "fp8_block", tp) <= BLOCK_OVER_TENSOR * old * (1 + 1e-9)
+
+
+def test_weight_only_fp8_experts_on_ampere_take_the_bf16_experts_efficiency():
+    """Marlin's MoE on the A100 (Qwen3-235B-A22B-FP8 under vLLM 0.11): the measured BF16 expert
+    kernel's efficiency at the 8-bit experts' roofline, half the BF16 time where weights
+    dominate, never under that roofline."""
+    pr = pricer("a100-80gb", "vllm@0.14.0")
+    hw = pr.hardware
+    args = (np.array([1.0, 8.0, 64.0]), 4096, 1536 / 4, 8, 128)
+    fp8, bf16 = pr.moe_s(*args, "fp8_block"), pr.moe_s(*args, "bf16")
+    flops, nbytes, feats = moe_shape(hw, *args, "fp8_block")
+    roof = np.maximum(flops / hw.peak_flops_per_s("bf16"), nbytes / hw.hbm_bytes_per_s)
+    expected = roof * np.exp(np.maximum(pr.surfaces["moe/bf16"](feats), 0.0))
+    assert fp8 == pytest.approx(expected, rel=1e-12)
+    assert (fp8 < 0.6 * bf16).all() and (fp8 >= roof).all()
+    assert pr.used["moe_fp8_block"] == "moe/bf16's efficiency, W8A16 roofline"

@@ -143,18 +143,24 @@ class KernelPricer:
         roof = np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
         return roof * np.exp(np.maximum(surface(feats), 0.0))  # never under the roofline
 
+    def _measured_as(self, kind: str, dtype: str) -> str:
+        """The surface key a weight format is priced with: its own, but weight-only FP8
+        (Marlin, on a GPU without FP8 tensor cores) unmeasured on this GPU takes the measured
+        BF16 kernel's efficiency at its own roofline (sim/cost/fp8.py)."""
+        weight_only = dtype.startswith("fp8") and compute_dtype(self.hardware, dtype) != "fp8"
+        if weight_only and f"{kind}/{dtype}" not in self.surfaces:
+            if f"{kind}/bf16" in self.surfaces:
+                self.used.setdefault(f"{kind}_{dtype}", f"{kind}/bf16's efficiency, W8A16 roofline")
+            return "bf16"
+        return dtype
+
     def gemm_s(self, m, n, k, dtype: str = "bf16") -> np.ndarray:
         """C[m,n] = A[m,k] @ W[k,n] in weight format `dtype`; FP8 by the kernel its release runs
         on this GPU (sim/cost/fp8.py)."""
         hw = self.hardware
         flops, nbytes, feats = gemm_shape(hw, m, n, k, dtype)
         fp8_rate = compute_dtype(hw, dtype) == "fp8"
-        unmeasured = f"gemm/{dtype}" not in self.surfaces
-        weight_only = dtype.startswith("fp8") and not fp8_rate and unmeasured
-        # weight-only FP8 (Marlin) unmeasured: its own roofline at the BF16 GEMM's efficiency
-        surface = self._surface("gemm", "bf16" if weight_only else dtype)
-        if weight_only:
-            self.used.setdefault("gemm_fp8", "gemm/bf16's efficiency at the W8A16 roofline")
+        surface = self._surface("gemm", self._measured_as("gemm", dtype))
         peak = hw.peak_flops_per_s(compute_dtype(hw, dtype))
         seconds = self._price(surface, flops, nbytes, feats, peak, self.prior.gemm_flops_efficiency)
         if dtype == "fp8" and fp8_rate:
@@ -281,7 +287,7 @@ class KernelPricer:
         )
         peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
         seconds = self._price(
-            self._surface("moe", dtype),
+            self._surface("moe", self._measured_as("moe", dtype)),
             flops,
             nbytes,
             feats,
