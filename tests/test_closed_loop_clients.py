@@ -22,6 +22,8 @@ from sim.scenarios.validate.settings import (
     run_settings,
     setting_name,
 )
+from sim.scenarios.validate.targets import CLOSED_LOOP_BAND_ROWS, band_targets, targets
+from sim.scenarios.validate.validation import Row
 from sim.workload.generate import generate
 from tests.conftest import config
 from tests.test_validate import BASE, case, write
@@ -122,3 +124,27 @@ def test_front_end_keys_are_checked_and_the_plain_loop_refuses_them():
     engine = Setup.from_config(cfg).engines(StepLog())[0]
     with pytest.raises(ValueError, match="use run_simpy"):
         run_loop(work, engine)
+
+
+def test_the_closed_loops_ttft_inside_its_band_is_a_target():
+    def row(case, measured, band, kind="closed_loop", err=1.0):
+        lo, hi = band
+        return Row(case, "mean_ttft_ms", measured, 1.0, err, "h200", "vllm@0.12.0", kind, "m",
+                   "", band_low=lo, band_high=hi)  # fmt: skip
+
+    table = [
+        row("in", 100.0, (50.0, 200.0)),
+        row("edge", 50.0, (50.0, 200.0)),
+        row("above", 300.0, (50.0, 200.0)),
+        row("below", 10.0, (50.0, 200.0)),
+        row("unbanded", 10.0, (None, None)),
+        row("open", 10.0, (50.0, 200.0), kind="poisson"),  # not a closed loop
+        row("nan", 100.0, (50.0, 200.0), err=float("nan")),  # no comparable value
+    ]
+    (t,) = [t for t in targets(table) if t.target == CLOSED_LOOP_BAND_ROWS]
+    assert t.value_pct == 50.0 and t.num_values == 4 and t.met is False and t.limit_pct == 80.0
+    (none,) = band_targets([])
+    assert none.value_pct is None and none.met is None
+    table = [row(f"c{i}", 100.0, (50.0, 200.0)) for i in range(4)] + [table[2]]
+    (t,) = band_targets(table)
+    assert t.value_pct == 80.0 and t.met

@@ -37,6 +37,11 @@ ALL_ROWS = "all cases of the suite"
 OPEN_LOOP_ROWS = "open-loop per-request runs (poisson, constant, trace, bench_json)"
 OPEN_LOOP_KINDS = ("poisson", "constant", "trace", "bench_json")
 SLICE_ROWS = f"every GPU x dtype x engine x workload slice with >= {SLICE_MIN_RUNS} runs"
+# issue 43's acceptance on closed loops: the share of measured values inside the band of
+# predictions over the plausible benchmark settings (sim/scenarios/validate/settings.py)
+CLOSED_LOOP_BAND_ROWS = "closed loops with a band over the plausible settings"
+BAND_TARGETS = ((CLOSED_LOOP_BAND_ROWS, "mean_ttft_ms", 80.0),)
+INSIDE_BAND = "inside_band_pct"  # a Target's statistic: the share inside, met when >= limit
 SUITE_TARGETS = (
     (ALL_ROWS, "TPOT", 10.0),
     (ALL_ROWS, "ITL", 10.0),
@@ -134,7 +139,30 @@ def targets(table: Sequence[Row]) -> list[Target]:
             value = None if e is None else abs(e)
             met = e is not None and abs(e) <= LSS_LIMIT
             out.append(Target(r.case, r.metric, "abs_pct_error", LSS_LIMIT, value, 1, met))
-    return out + suite_targets(table)
+    return out + suite_targets(table) + band_targets(table)
+
+
+def band_targets(table: Sequence[Row]) -> list[Target]:
+    """BAND_TARGETS: the percentage of the closed loops' measured values (of a finite
+    prediction) inside [band_low, band_high]; met when at least the limit. No banded row: no
+    value and `met` None."""
+    out = []
+    for name, metric, limit in BAND_TARGETS:
+        hits = [
+            r.band_low <= r.measured <= r.band_high
+            for r in table
+            if r.workload == "closed_loop"
+            and r.metric == metric
+            and r.band_low is not None
+            and r.band_high is not None
+            and r.measured is not None
+            and r.error_pct is not None
+            and np.isfinite(r.error_pct)
+        ]
+        value = 100.0 * sum(hits) / len(hits) if hits else None
+        met = None if value is None else value >= limit
+        out.append(Target(name, metric, INSIDE_BAND, limit, value, len(hits), met))
+    return out
 
 
 def suite_targets(table: Sequence[Row]) -> list[Target]:
