@@ -43,7 +43,8 @@ sources (`pip download vllm==X --no-deps`):
   efficiency the GPU's measured BF16 GEMM reaches at the same shape (KernelPricer.gemm_s):
   Marlin's paper reports near-ideal speedups over FP16 up to batches of 16-32 tokens for 4-bit
   weights (Frantar et al., arXiv 2408.11743), i.e. the 16-bit kernel's bandwidth on fewer
-  bytes. TensorRT-LLM 1.0's A100 int8 weight-only GEMMs (AIConfigurator) take 0.63-0.73x the
+  bytes. Marlin's MoE (routed experts in FP8 on such GPUs) is priced the same way from the
+  measured BF16 expert kernel. TensorRT-LLM 1.0's A100 int8 weight-only GEMMs (AIConfigurator) take 0.63-0.73x the
   BF16 time at m <= 64 and n k >= 16M, slower than this; its plugin's fixed cost at small
   shapes (1.8x BF16) says it is not Marlin.
 """
