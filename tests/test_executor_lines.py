@@ -55,3 +55,19 @@ def test_every_vllm_line_names_its_engine_core_in_release_order():
     last_v0 = max(version_tuple(str(x["from"])) for x in lines if x["engine"] == "v0")
     first_v1 = min(version_tuple(str(x["from"])) for x in lines if x["engine"] == "v1")
     assert last_v0 < first_v1 == (0, 8, 0)  # VLLM_USE_V1 defaults to 1 from 0.8.0
+
+
+def test_a_run_that_falls_back_to_v0_is_priced_with_v0s_executor():
+    """resolve() hands the run's own engine core to the executor's line: vLLM 0.9.2 with FP8 KV
+    on an A100 (no FlashAttention 3) runs V0, whose TP8 executor is 200 us + 7 x 10 us."""
+    from sim.engines.resolve import resolve
+    from sim.specs.hardware import load_hardware
+    from sim.specs.model_config import load_model
+
+    hw, model = load_hardware("a100-80gb"), load_model("llama-3.1-70b")
+    v0 = resolve("vllm@0.9.2", hw, model, 8, "server", {"kv_cache_dtype": "fp8"})
+    v1 = resolve("vllm@0.9.2", hw, model, 8, "server", {})
+    assert (v0.scheduler, v1.scheduler) == ("vllm_v0", "vllm_v1")
+    assert v0.cpu_executor_s == pytest.approx(executor_s("vllm", "0.9.2", 8, "vllm_v0"))
+    assert v1.cpu_executor_s == pytest.approx(executor_s("vllm", "0.9.2", 8, "vllm_v1"))
+    assert v0.cpu_executor_s > v1.cpu_executor_s

@@ -239,7 +239,7 @@ INTERNALS = ("cpu_executor_s", "sampler_bytes_per_logit", "windows_bounded", "mu
 def _release_internals(engine: str, version: str, scheduler: str, model: ModelSpec, workers: int):
     """{knob: (value, rule)} of INTERNALS for `engine`@`version`."""
     at = f"{engine} {version}"
-    executor = executor_s(engine, version, workers)
+    executor = executor_s(engine, version, workers, scheduler)  # a V0 fallback: V0's line
     gpus = f"a replica of {workers} GPUs" if workers > 1 else "one GPU: none"
     windows = window_rule(engine, version, scheduler, model)
     executor_rule = f"{at}: the executor's cost per step, {gpus} (engine_overheads.yaml)"
