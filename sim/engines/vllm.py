@@ -437,18 +437,26 @@ def profile_sampler_bytes_per_logit(release: str, v1: bool) -> int:
 
     V0 (worker/model_runner.py profile_run: top_p 0.99, top_k vocab-1) and V1 from 0.8.0
     (PR #13594, v1/worker/gpu_model_runner.py _dummy_sampler_run: top_p 0.9, top_k vocab-1) run
-    the sort-based top-k/top-p of the PyTorch path (FlashInfer sampling is opt-in): bf16 logits
-    2 + fp32 copy 4 + sorted values 4 + sort indices (int64) 8 + top-k mask 1 + softmax 4 +
-    cumsum 4 + top-p mask 1 + the re-sorted scatter 4 = 32. V1 before 0.8.0 ran no sampler in
-    the profile: the logits only (bf16 2 + fp32 4). From 0.18.0 (the first release whose API
-    docs list v1/sample/ops/topk_topp_triton.py, PR #33538) the Triton kernel masks in place:
-    bf16 2 + fp32 4 + probabilities 4 + exponential noise 4 = 14."""
+    the sort-based top-k/top-p of the PyTorch path (FlashInfer sampling is opt-in), whose peak
+    is the sort itself: bf16 logits 2 + fp32 copy 4 + sorted values 4 + sort indices (int64) 8,
+    and inside torch.sort (aten/src/ATen/native/cuda/SortStable.cu segmented_sort_pairs, the
+    path for rows of more than 2,048 entries in 128 segments or more) the int64 iota of
+    original indices 8 and cub's DeviceSegmentedRadixSort alternate key and value buffers
+    4 + 8 = 38. After the sort the masks, softmax, cumsum and re-sorted scatter hold at most 32
+    (bf16 2 + fp32 4 + values 4 + indices 8 + top-k mask 1 + softmax 4 + cumsum 4 + top-p mask
+    1 + scatter 4), below it. vLLM's own logs agree: Llama-3-8B on an H100 (0.6.5, 256 rows x
+    128,256) peaks at 1.26 GiB, this gives 1.22 (32 gave 1.04); on 2 x RTX 4090 (0.7.2) the
+    sampling rank's pool is 1.23 GiB smaller than the other rank's, this gives 1.21 (0.99);
+    validation/memory/memory_logs.yaml. V1 before 0.8.0 ran no sampler in the profile: the
+    logits only (bf16 2 + fp32 4). From 0.18.0 (the first release whose API docs list
+    v1/sample/ops/topk_topp_triton.py, PR #33538) the Triton kernel masks in place: bf16 2 +
+    fp32 4 + probabilities 4 + exponential noise 4 = 14."""
     v = version_tuple(release)
     if v1 and v < (0, 8, 0):
         return 6
     if v1 and v >= (0, 18, 0):
         return 14
-    return 32
+    return 38
 
 
 def capture_sizes(
