@@ -71,3 +71,17 @@ def test_a_run_that_falls_back_to_v0_is_priced_with_v0s_executor():
     assert v0.cpu_executor_s == pytest.approx(executor_s("vllm", "0.9.2", 8, "vllm_v0"))
     assert v1.cpu_executor_s == pytest.approx(executor_s("vllm", "0.9.2", 8, "vllm_v1"))
     assert v0.cpu_executor_s > v1.cpu_executor_s
+
+
+def test_a_run_that_falls_back_to_v0_takes_v0s_cpu_time_per_step():
+    """vllm.defaults() asks for the CPU line of the run's own engine core."""
+    from sim.engines.resolve import resolve
+    from sim.specs.hardware import load_hardware
+    from sim.specs.model_config import load_model
+
+    hw, model = load_hardware("a100-80gb"), load_model("llama-3.1-8b")
+    v0 = resolve("vllm@0.9.2", hw, model, 1, "server", {"kv_cache_dtype": "fp8"})
+    v1 = resolve("vllm@0.9.2", hw, model, 1, "server", {})
+    assert v0.cpu_step_overhead_s == pytest.approx(V0_06["cpu_step_overhead_s"])
+    assert v1.cpu_step_overhead_s == pytest.approx(V1_08["cpu_step_overhead_s"])
+    assert "V0" in v0.rules["cpu_step_overhead_s"]

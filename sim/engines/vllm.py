@@ -277,7 +277,7 @@ def defaults(
             else "no async scheduling (the flag arrives in 0.10.0)"
         ),
     )
-    cpu, rule = cpu_overheads("vllm", release)
+    cpu, rule = cpu_overheads("vllm", release, values["scheduler"])  # a V0 fallback: V0's
     for knob, value in cpu.items():
         put(knob, value, rule)
     util = 0.92 if v >= (0, 20, 0) else 0.90
