@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.cost.fp8 import BLOCK_REFERENCE, REFERENCE
 from sim.cost.kernels import CommTable, KernelPricer
 from sim.cost.prior import PROFILE_DIR, CostProfile
 from sim.cost.surface import Surface
@@ -72,7 +73,20 @@ class GpuProfile:
                     surfaces[key] = Surface.from_dict(value)
                     if key in fam.get("floors", {}):
                         floors[key] = fam["floors"][key]
+        reference = self._block_reference(family)
+        if reference is not None:
+            surfaces[f"{REFERENCE}/gemm/fp8_block"] = Surface.from_dict(reference)
         return KernelPricer(hardware, prior, surfaces, self.comm_tables(family), floors)
+
+    def _block_reference(self, family: str) -> dict | None:
+        """The block-FP8 GEMM surface of the collection that timed it as GPU time at decode
+        shapes (sim/cost/fp8.py BLOCK_REFERENCE), for another release of its engine."""
+        ref = BLOCK_REFERENCE.get(family.split("@")[0])
+        if ref is None or ref not in self.families:
+            return None
+        if (self.aliases or {}).get(family, family) == ref:
+            return None
+        return self.families[ref].get("surfaces", {}).get("gemm/fp8_block")
 
     def comm_tables(self, family: str) -> dict[str, CommTable]:
         """The collective tables `family`'s pricer gets: its own, then the other families'
