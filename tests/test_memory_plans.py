@@ -109,3 +109,17 @@ def test_v0_forward_peak_holds_to_the_rtx_3090_logs():
         assert abs(r.error_pct) < 5 and abs(r.error_gpu_pct) < 1, case_id
         assert r.plan.activation_bytes / GIB == pytest.approx(activation_gib, abs=0.02)
         assert r.row()["logged_activation_gib"] == activation_gib
+
+
+def test_the_suite_holds_the_plans_to_two_targets():
+    """python -m sim.validation_suite reports the memory plans' two targets of issue 43 beside
+    the runs': median |error| of KV tokens <= 5%, every case within 2% of its GPU's memory."""
+    from sim.scenarios.validate.suite import MEMORY_LOGS
+
+    results = [mp.compare(c, MEMORY_LOGS.parent) for c in mp.load_cases(MEMORY_LOGS)]
+    tokens, gpu = mp.suite_targets(results)
+    s = mp.summary(results)
+    assert (tokens.limit_pct, gpu.limit_pct) == (5.0, 2.0)
+    assert tokens.value_pct == s["median_abs_error_pct"] and tokens.met == s["tokens_ok"]
+    assert gpu.value_pct == s["max_abs_error_gpu_pct"] and gpu.met == s["gpu_ok"]
+    assert tokens.num_values == gpu.num_values == s["compared"] >= 10

@@ -32,6 +32,7 @@ from sim.engines.resolve import resolve
 from sim.errors import UserError
 from sim.kv.memory import GIB, plan_memory
 from sim.report.escape import md_cell
+from sim.scenarios.validate.targets import Target
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 from sim.user_files import load_yaml
@@ -230,6 +231,23 @@ def summary(results: list[Comparison]) -> dict:
         "tokens_ok": median is not None and median <= 100 * TOKENS_TARGET,
         "gpu_ok": worst is not None and worst <= 100 * GPU_SHARE_TARGET,
     }
+
+
+def suite_targets(results: list[Comparison]) -> list:
+    """The validation suite's two targets of the memory plan (issue 43): median |error| of KV
+    tokens <= 5%, and every case within 2% of its GPU's memory."""
+    s = summary(results)
+    where = "engine start-up logs (validation/memory/memory_logs.yaml)"
+    median, worst = s["median_abs_error_pct"], s["max_abs_error_gpu_pct"]
+    tokens_ok = None if median is None else s["tokens_ok"]
+    gpu_ok = None if worst is None else s["gpu_ok"]
+    n = s["compared"]
+    return [
+        Target(where, "KV tokens", "median_abs_pct_error", 100 * TOKENS_TARGET, median, n,
+               tokens_ok),
+        Target(where, "KV tokens' error in GPU memory", "max_abs_pct_of_gpu_memory",
+               100 * GPU_SHARE_TARGET, worst, n, gpu_ok),
+    ]  # fmt: skip
 
 
 def write_outputs(results: list[Comparison], out: Path, source: Path) -> None:

@@ -39,6 +39,7 @@ STATISTICS = {
     "median_abs_pct_error": "median abs error",
     "abs_pct_error": "abs error",
     "worst_slice_median_abs_pct_error": "worst slice's median abs error",
+    "max_abs_pct_of_gpu_memory": "largest abs error, as a share of the GPU's memory",
 }
 
 

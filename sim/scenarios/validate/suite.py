@@ -28,6 +28,7 @@ from sim.errors import UserError
 from sim.paths import REPO_DIR, SHARED_DATA_DIR, shared_data_missing
 from sim.report.console import outputs_line
 from sim.scenarios.fanout import say_if_capped
+from sim.scenarios.validate import memory_plans
 from sim.scenarios.validate.cases import Case, load_cases
 from sim.scenarios.validate.importers.command import write_cases
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
@@ -42,6 +43,7 @@ from sim.scenarios.validate.validation import Validation
 DEFAULT_DATA = SHARED_DATA_DIR
 DEFAULT_OUT = REPO_DIR / "reports" / "validation"
 VISIBLE = REPO_DIR / "validation"  # committed case files of public runs (validation/README.md)
+MEMORY_LOGS = VISIBLE / "memory" / "memory_logs.yaml"  # engines' start-up logs: KV pools
 SILICON_BACKENDS = ("vllm", "sglang")
 SILICON_SYSTEMS = ("h100_sxm", "h200_sxm")
 COMMAND = "python -m sim.validation_suite"
@@ -173,14 +175,18 @@ def main(argv=None) -> int:
         validation = replace(validation, bands=band.bands, band_runs=band.extra)
         spread = band.client_sensitivity()
     table = validation.table
-    reached = targets(table)
+    logs = memory_plans.load_cases(MEMORY_LOGS)
+    memory = [memory_plans.compare(c, MEMORY_LOGS.parent) for c in logs]
+    reached = targets(table) + memory_plans.suite_targets(memory)
     text = preamble(reached, notes, COMMAND, spread, table, band)
     extra = {"targets": [t.summary for t in reached]}
     if spread:
         extra["client_sensitivity"] = {m: s.summary for m, s in spread.items()}
     if band is not None:
         extra["settings_band"] = band.summary(table)
+    extra["memory_plans"] = memory_plans.summary(memory)
     write_validation(validation, out, preamble=text, extra=extra)
+    memory_plans.write_outputs(memory, out / "memory_plans", MEMORY_LOGS)
     print(f"{validation.num_cases} cases ({validation.num_failed} could not be simulated)")
     print(audit_sentence(validation.audit).replace("**", ""))
     _print_targets(reached)
@@ -196,6 +202,10 @@ def _print_targets(reached: list[Target]) -> None:
             value = "n/a" if t.value_pct is None else f"{t.value_pct:.1f}%"
             worst = "worst slice's " if t.statistic.startswith("worst") else ""
             print(f"  {t.target}: {t.metric} {worst}median |error| {value}{lim}")
+    for t in reached:
+        if t.statistic == "max_abs_pct_of_gpu_memory" and t.value_pct is not None:
+            print(f"  {t.target}: {t.metric}, worst {t.value_pct:.2f}% (target <= "
+                  f"{t.limit_pct:.0f}%)")  # fmt: skip
     lss = [t for t in reached if t.statistic == "abs_pct_error"]
     if lss:
         ok = sum(1 for t in lss if t.met)
