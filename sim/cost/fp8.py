@@ -22,8 +22,8 @@ sources (`pip download vllm==X --no-deps`):
   op, which vLLM 0.12+ turns on for blocked weights, `+quant_fp8` in config/vllm.py). Of
   AIConfigurator's vLLM collections only 0.19's times that op as GPU time at decode shapes
   (m <= 256, n k >= 4M: 1.6-1.8x its per-tensor table, DeepGEMM forced by its collector's
-  VLLM_USE_DEEP_GEMM=1): 0.18, 0.22 and 0.24 take 52-93 us for any such shape (host launch gaps
-  of eager timing, a median 3.5-4.7x the 0.19 per-tensor table; AIConfigurator's newer
+  VLLM_USE_DEEP_GEMM=1): 0.18, 0.22 and 0.24 put nine such shapes in ten at 52 us or more (host
+  launch gaps of eager timing, a median 3.5-4.7x the 0.19 per-tensor table; AIConfigurator's newer
   collector refuses eager block-FP8 rows for that reason, ai-dynamo/aisimulate
   python/aisimulate/collector/vllm/collect_gemm.py), 0.14 2.5-2.8x. The kernel's own time is
   public and sits under the 0.19 op: BLIS's DeepGEMM table on the H100
@@ -31,11 +31,11 @@ sources (`pip download vllm==X --no-deps`):
   bench_data/gemm/h100/data.csv, DeepGEMM's FP8 GEMM timed alone by InferSim's
   kernel_benchmark/deepgemm_gemm.py) plus vLLM's measured dynamic per-token quant
   (AIConfigurator's H100 quantize tables, 2.6-4.0 us for m <= 256) takes 1.15-1.40x the 0.19
-  per-tensor op for m <= 256 (24 shapes, k 2,048-8,192, n 6,144), the 0.19 block op about 6 us
-  more (what else the op launches). So a vLLM release's block-FP8 GEMM is priced as the faster
-  of its own collection's and the 0.19 collection's (BLOCK_REFERENCE, `block_ceiling`): each
-  is an upper bound on the same kernel class, host gaps and unfused quantisation only adding
-  time; the later collections stand at large m (DeepGEMM at 1,196 TF/s in 0.24 on the H200,
+  per-tensor op for m <= 256 (24 shapes, k 2,048-8,192, n 6,144), the 0.19 block op -0.9 to
+  5.0 us more, median 3.6 (what else the op launches). So a vLLM release's block-FP8 GEMM is
+  priced as the faster of its own collection's and the 0.19 collection's (BLOCK_REFERENCE,
+  `block_ceiling`): each is an upper bound on the same kernel class, host gaps and unfused
+  quantisation only adding time; the later collections stand at large m (DeepGEMM at 1,196 TF/s in 0.24 on the H200,
   944 in 0.19). On the visible rows (vLLM block FP8 on Hopper, TPOT median |error|): Qwen3-
   235B-A22B-FP8 on the H200 under 0.12 (38 silicon rows) 9.8% -> 10.6%, on the H100 under 0.11
   (GPUStack, 3) 36.1% -> 15.3%, DeepSeek-R1 on the H200 under 0.11 (4) 33.4% -> 2.9%,
