@@ -35,9 +35,10 @@ sources (`pip download vllm==X --no-deps`):
   5.0 us more, median 3.6 (what else the op launches). So a vLLM release's block-FP8 GEMM is
   priced as the faster of its own collection's and the 0.19 collection's (BLOCK_REFERENCE,
   `block_ceiling`): each is an upper bound on the same kernel class, host gaps and unfused
-  quantisation only adding time; the later collections stand at large m (DeepGEMM at 1,196 TF/s in 0.24 on the H200,
-  944 in 0.19). On the visible rows (vLLM block FP8 on Hopper, TPOT median |error|): Qwen3-
-  235B-A22B-FP8 on the H200 under 0.12 (38 silicon rows) 9.8% -> 10.6%, on the H100 under 0.11
+  quantisation only adding time; the later collections stand at large m (DeepGEMM at 1,196
+  TF/s in 0.24 on the H200, 944 in 0.19). On the visible rows (vLLM block FP8 on Hopper, TPOT
+  median |error|): Qwen3-235B-A22B-FP8 on the H200 under 0.12 (38 silicon rows) 9.8% -> 10.6%,
+  on the H100 under 0.11
   (GPUStack, 3) 36.1% -> 15.3%, DeepSeek-R1 on the H200 under 0.11 (4) 33.4% -> 2.9%,
   DeepSeek-V3.2 under 0.13 (4) 28.8% -> 18.8%; a ceiling at BLIS's kernel-plus-quant relation
   (1.40x per-tensor) gave 17.4%, 10.9%, 4.4% and 12.5%: under-predicted on the 38 rows.
