@@ -38,10 +38,10 @@ sources (`pip download vllm==X --no-deps`):
   quantisation only adding time; the later collections stand at large m (DeepGEMM at 1,196
   TF/s in 0.24 on the H200, 944 in 0.19). On the visible rows (vLLM block FP8 on Hopper, TPOT
   median |error|): Qwen3-235B-A22B-FP8 on the H200 under 0.12 (38 silicon rows) 9.8% -> 10.6%,
-  on the H100 under 0.11
-  (GPUStack, 3) 36.1% -> 15.3%, DeepSeek-R1 on the H200 under 0.11 (4) 33.4% -> 2.9%,
-  DeepSeek-V3.2 under 0.13 (4) 28.8% -> 18.8%; a ceiling at BLIS's kernel-plus-quant relation
-  (1.40x per-tensor) gave 17.4%, 10.9%, 4.4% and 12.5%: under-predicted on the 38 rows.
+  on the H100 under 0.11 (GPUStack, 3) 36.1% -> 15.3%, DeepSeek-R1 on the H200 under 0.11 (4)
+  33.4% -> 2.9%, DeepSeek-V3.2 under 0.13 (4) 28.8% -> 18.8%; a ceiling at BLIS's
+  kernel-plus-quant relation (1.40x per-tensor) gave 17.4%, 10.9%, 4.4% and 12.5%:
+  under-predicted on the 38 rows.
 - **Weight-only FP8 (W8A16) without FP8 tensor cores** (Ampere: `use_marlin` when the GPU's
   capability is under 8.9 in fp8.py of 0.7.3-0.19.0, block FP8 too in 0.11.0; 0.7.3 runs
   block FP8 through its Triton kernel there): Marlin,
