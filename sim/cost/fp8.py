@@ -23,10 +23,12 @@ sources (`pip download vllm==X --no-deps`):
   AIConfigurator's vLLM collections only 0.19's times that op as GPU time at decode shapes
   (m <= 256, n k >= 4M: 1.6-1.8x its per-tensor table, DeepGEMM forced by its collector's
   VLLM_USE_DEEP_GEMM=1): 0.18, 0.22 and 0.24 put nine such shapes in ten at 52 us or more (host
-  launch gaps of eager timing, a median 3.5-4.7x the 0.19 per-tensor table; AIConfigurator's newer
-  collector refuses eager block-FP8 rows for that reason, ai-dynamo/aisimulate
-  python/aisimulate/collector/vllm/collect_gemm.py), 0.14 2.5-2.8x. The kernel's own time is
-  public and sits under the 0.19 op: BLIS's DeepGEMM table on the H100
+  launch gaps of eager timing, a median 3.5-4.7x the 0.19 per-tensor table; AIConfigurator's
+  vLLM 0.25 collection excludes "old FP8-block GEMM donors measured eagerly with host launch
+  gaps" and its collector refuses eager block-FP8 rows, ai-dynamo/aisimulate@1f29ee4
+  python/aisimulate/src/aiconfigurator_core/systems/data/h100_sxm/vllm-0.25.0-collection.md and
+  @02c310b python/aisimulate/collector/vllm/collect_gemm.py), 0.14 2.5-2.8x. The kernel's own
+  time is public and sits under the 0.19 op: BLIS's DeepGEMM table on the H100
   (inference-sim/inference-sim@9da997863bc8818aa80372aa9e03961187a0e677
   bench_data/gemm/h100/data.csv, DeepGEMM's FP8 GEMM timed alone by InferSim's
   kernel_benchmark/deepgemm_gemm.py) plus vLLM's measured dynamic per-token quant
