@@ -155,3 +155,27 @@ def test_vllm_014s_tables_time_the_custom_kernel_alone_and_018s_symmetric_memory
         assert _at(v14, n) == pytest.approx(_at(sgl, n), rel=0.03)
     for n in (262144, 524288, 1048576, 2097152):
         assert _at(v19, n) < 0.95 * _at(v14, n)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])
+def test_a_release_with_symmetric_memory_takes_the_tables_that_time_it(gpu):
+    """choose_pricer follows allreduce_release: vLLM 0.12 on Hopper (symmetric memory on since
+    0.11) prices its all-reduces from the 0.18+ family's tables while its GEMMs stay the 0.14
+    family's; 0.10.2 keeps the 0.14 tables, as does a GPU without symmetric memory (A100)."""
+    from sim.cost.prior import PROFILE_DIR
+    from sim.cost.profiles import GpuProfile
+
+    profile = GpuProfile.load(PROFILE_DIR / f"{gpu}.json")
+    measured = [*profile.families, *(profile.aliases or {})]
+    chosen = choose_pricer(load_hardware(gpu), "auto", PRIOR, "vllm", "0.12.0")
+    reduce = allreduce_release("vllm", "0.12.0", load_hardware(gpu), measured)
+    assert reduce is not None and reduce != chosen.family
+    assert f"all-reduce timed as vllm 0.12.0 runs it: {reduce}'s" in chosen.source
+    want = profile.comm_tables(reduce)["allreduce/8"]
+    got = chosen.pricer.comm["allreduce/8"]
+    assert got.to_dict() == want.to_dict()
+    assert reduce in chosen.pricer.fingerprint  # cached prices keyed by it too
+    old = choose_pricer(load_hardware(gpu), "auto", PRIOR, "vllm", "0.10.2")
+    assert "all-reduce timed" not in old.source
+    ampere = choose_pricer(load_hardware("a100-80gb"), "auto", PRIOR, "vllm", "0.12.0")
+    assert "all-reduce timed" not in ampere.source

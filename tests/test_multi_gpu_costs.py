@@ -54,9 +54,7 @@ def test_h200_takes_only_the_tables_its_profile_lacks_from_the_h100():
     assert h200.sendrecv_s(n) == h100.sendrecv_s(n)  # none measured on the H200
     assert h200.allreduce_s(n, 8) != h100.allreduce_s(n, 8)  # its own
     choice = choose_pricer(load_hardware("h200"), "auto", PRIOR, "vllm", "0.12.0")
-    assert choice.source.endswith(
-        "sendrecv measured on h100-sxm (vllm@0.14.0), the same peer fabric"
-    )
+    assert "sendrecv measured on h100-sxm (vllm@0.14.0), the same peer fabric" in choice.source
 
 
 def test_pcie_cards_reduce_over_pcie():

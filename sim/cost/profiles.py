@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.cost.comm import allreduce_release
 from sim.cost.fp8 import BLOCK_REFERENCE, REFERENCE
 from sim.cost.kernels import CommTable, KernelPricer
 from sim.cost.prior import PROFILE_DIR, CostProfile
@@ -167,7 +168,17 @@ def choose_pricer(
     chosen = family or profile.family_for(engine, version)
     pricer = profile.pricer(hardware, prior, chosen)
     note = _borrow_collectives(pricer, engine, version, root)
-    pricer = _pricer(pricer, str(path), chosen)
+    reduce = None
+    if family is None and engine and version:  # the all-reduce the release dispatches to
+        measured = [*profile.families, *(profile.aliases or {})]
+        reduce = allreduce_release(engine, version, hardware, measured)
+    if reduce is not None and reduce != chosen:
+        tables = profile.comm_tables(reduce).items()
+        pricer.comm = {**pricer.comm, **{k: t for k, t in tables if k.startswith("allreduce/")}}
+        note += f"; all-reduce timed as {engine} {version} runs it: {reduce}'s (sim/cost/comm.py)"
+    else:
+        reduce = None
+    pricer = _pricer(pricer, str(path), chosen if reduce is None else f"{chosen}+{reduce}")
     donor = (profile.aliases or {}).get(chosen, chosen)
     source = profile.families[donor].get("source", donor)
     if donor != chosen:
