@@ -148,3 +148,11 @@ def test_the_closed_loops_ttft_inside_its_band_is_a_target():
     table = [row(f"c{i}", 100.0, (50.0, 200.0)) for i in range(4)] + [table[2]]
     (t,) = band_targets(table)
     assert t.value_pct == 80.0 and t.met
+
+
+def test_a_disaggregated_run_refuses_a_front_end_it_would_ignore():
+    from sim.run.disagg import check
+
+    for key in ("frontend_ms", "frontend_us_per_token"):
+        with pytest.raises(UserError, match="disagg with a workload front end is not modelled"):
+            check(config(workload={key: 2.0}))

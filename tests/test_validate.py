@@ -445,9 +445,11 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
     assert [t["target"] for t in v["targets"]][:3] == [
         "vLLM rows of the silicon sample on H100/H200"
     ] * 3
-    band = v["settings_band"]  # the vLLM row: 4 settings; the LLMServingSim run: cold / warm
-    assert band["num_cases"] == 2 and band["num_extra_runs"] == 3 + 1
-    assert len(band["settings"]) == 4 and v["slices"]
+    # the vLLM row: 4 settings, and its first wave counted (it has warm-up requests); the
+    # LLMServingSim run: cold / warm
+    band = v["settings_band"]
+    assert band["num_cases"] == 2 and band["num_extra_runs"] == 4 + 1
+    assert len(band["settings"]) == 5 and v["slices"]
     report = (out / "report.md").read_text()
     assert "## Targets" in report and "python -m sim.validation_suite" in report
     assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()

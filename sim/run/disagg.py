@@ -106,6 +106,11 @@ def check(cfg: SimConfig) -> None:
         )
     if cfg.workload.stagger:
         raise UserError("disagg with workload.stagger=true is not modelled; leave stagger off")
+    if cfg.workload.frontend_ms or cfg.workload.frontend_us_per_token:
+        raise UserError(
+            "disagg with a workload front end is not modelled; leave workload.frontend_ms and "
+            "workload.frontend_us_per_token at 0"
+        )
 
 
 def simulate_disagg(

@@ -40,6 +40,7 @@ STATISTICS = {
     "abs_pct_error": "abs error",
     "worst_slice_median_abs_pct_error": "worst slice's median abs error",
     "max_abs_pct_of_gpu_memory": "largest abs error, as a share of the GPU's memory",
+    "inside_band_pct": "share of measured values inside the band",
 }
 
 
@@ -184,8 +185,10 @@ def band_lines(band: SettingsBand, table: Sequence[Row]) -> list[str]:
         f"The sources do not say how the benchmark's clients started nor whether the server's "
         f"prefix cache was warm from an earlier run of the same prompts, so the "
         f"{len(band.cases)} {md_text('/'.join(engines)) or 'chosen'} cases are simulated under "
-        "every plausible setting (`workload.stagger`, `workload.cache_warm`; a setting a case "
-        "states is kept; an open loop has no client start to vary). validation.csv's "
+        "every plausible setting (`workload.stagger`, `workload.cache_warm` and, for a closed "
+        "loop with warm-up requests, the first wave counted, `workload.warmup_requests=0`, as "
+        "`vllm bench serve` counts it; a setting a case states is kept; an open loop has no "
+        "client start to vary). validation.csv's "
         "band_low/band_high give each case's lowest and highest prediction over them "
         f"({band.num_runs} extra simulations, {band.num_failed} failed).",
         "",

@@ -170,7 +170,10 @@ def main(argv=None) -> int:
     validation = Validation(tuple(cases), tuple(results), "the real runs in ../shared/data")
     spread = band = None
     if not args.no_sensitivity:
-        print("plausible settings: the vLLM cases again, clients spread / prefix cache warm")
+        print(
+            "plausible settings: the vLLM cases again, clients spread / prefix cache warm / "
+            "first wave counted"
+        )
         band = run_settings(cases, results, args.jobs, banded, _progress())
         validation = replace(validation, bands=band.bands, band_runs=band.extra)
         spread = band.client_sensitivity()
@@ -203,6 +206,9 @@ def _print_targets(reached: list[Target]) -> None:
             worst = "worst slice's " if t.statistic.startswith("worst") else ""
             print(f"  {t.target}: {t.metric} {worst}median |error| {value}{lim}")
     for t in reached:
+        if t.statistic == "inside_band_pct" and t.value_pct is not None:
+            print(f"  {t.target}: {t.metric} inside the band in {t.value_pct:.0f}% (target >= "
+                  f"{t.limit_pct:.0f}%)")  # fmt: skip
         if t.statistic == "max_abs_pct_of_gpu_memory" and t.value_pct is not None:
             print(f"  {t.target}: {t.metric}, worst {t.value_pct:.2f}% (target <= "
                   f"{t.limit_pct:.0f}%)")  # fmt: skip

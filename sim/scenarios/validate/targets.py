@@ -1,10 +1,11 @@
 """The accuracy targets the validation suite checks (sim/scenarios/validate/suite.py), and what
-each reached: the median absolute error of the vLLM silicon rows per metric (and the same
-statistics, with no target, for the SGLang rows), each LLMServingSim run's p50/p90 TTFT and
-TPOT error; then issue 23's acceptance over the whole suite: median |error| <= 10% on TPOT, ITL
-and output throughput (whichever each case reports), <= 15% on TTFT of the open-loop
-per-request runs, and no GPU x dtype x engine family x workload slice with >= 5 runs worse
-than 20% on a headline quantity."""
+each reached: the median absolute error of the vLLM silicon rows per metric (<= 8% TPOT and
+throughput, <= 20% TTFT: issue 43; the same statistics, with no target, for the SGLang rows),
+each LLMServingSim run's p50/p90 TTFT and TPOT error; then over the whole suite: median |error|
+<= 10% on TPOT, ITL and output throughput (whichever each case reports), <= 15% on TTFT of the
+open-loop per-request runs, no GPU x dtype x engine family x workload slice with >= 5 runs
+worse than 25% on a headline quantity (issue 43; issue 23 asked 20%), and the closed loops'
+measured mean TTFT inside the band of plausible settings in >= 80% of cases."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ from sim.scenarios.validate.validation import (
 # The accuracy targets the report checks: (rows, metric, limit %) of the median abs error.
 VLLM_ROWS = "vLLM rows of the silicon sample on H100/H200"
 SGLANG_ROWS = "SGLang rows of the silicon sample on H100/H200"
-TARGETS = (
-    (VLLM_ROWS, "mean_tpot_ms", 10.0),
-    (VLLM_ROWS, "output_throughput", 10.0),
-    (VLLM_ROWS, "mean_ttft_ms", 15.0),
+TARGETS = (  # issue 43's acceptance (issue 23's were 10 / 10 / 15)
+    (VLLM_ROWS, "mean_tpot_ms", 8.0),
+    (VLLM_ROWS, "output_throughput", 8.0),
+    (VLLM_ROWS, "mean_ttft_ms", 20.0),
 )
 LSS_METRICS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms")
 LSS_LIMIT = 15.0

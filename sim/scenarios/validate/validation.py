@@ -27,7 +27,7 @@ HEADLINE = {
     "TTFT": ("mean_ttft_ms", "median_ttft_ms", "p50_ttft_ms"),
 }
 SLICE_MIN_RUNS = 5  # a combined slice is judged with this many runs reporting a quantity
-SLICE_LIMIT_PCT = 20.0  # ... and marked when its median |error| on it is worse than this
+SLICE_LIMIT_PCT = 25.0  # ... and marked when its median |error| on it is worse than this
 REFUSED = "-"  # the metric of the one row of a case the simulator refused
 
 
