@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m sim.scenarios.validate.memory_plans", description=__doc__.splitlines()[0]
     )
     parser.add_argument("cases", type=Path, help="a memory-log case file (YAML)")
-    parser.add_argument("--out", type=Path, default=Path("reports/memory_plans"))
+    parser.add_argument("--out", type=Path, default=Path("reports/validation/memory_plans"))
     args = parser.parse_args(argv)
     try:
         cases = load_cases(args.cases)
