@@ -90,18 +90,8 @@ def limits(
         )
     raw_bs = min(requests, MAX_REQUESTS) / pp
     raw_tokens = min(raw_bs * (1 + isl / osl), MAX_TOKENS)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    bs = _rounded_up(raw_bs, 64, ((256, 32), (1024, 128), (math.inf, 256)))
+    tokens = _rounded_up(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024)))
     rule = (
         f"{SRC}: {KV_FRACTION:g} x ({total_gib:.0f} - {weights_gib:.1f} GiB of weights) holds "
         f"{requests:.0f} requests of ISL {isl:g} + OSL {osl:g}: batch {bs}, tokens {tokens}"
@@ -115,3 +105,10 @@ def capture_sizes(max_bs: int) -> tuple[int, ...]:
     sizes += [2**i for i in range(8, math.ceil(math.log2(max_bs)))] if max_bs > 1 else []
     sizes = sorted(s for s in set(sizes) if s <= max_bs)
     return tuple(sizes if sizes and sizes[-1] == max_bs else [*sizes, max_bs])
+
+
+def _rounded_up(x: float, least: int, tiers: tuple[tuple[float, int], ...]) -> int:
+    """`x` rounded up to the step of the first tier whose bound it is below, at least `least`
+    (trtllm-bench's finetune_setting rounds its batch size and token budget so)."""
+    step = next(step for bound, step in tiers if x < bound)
+    return max(least, step * math.ceil(x / step))
