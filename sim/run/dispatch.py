@@ -92,10 +92,12 @@ class Dispatch:
         self.num_sent = 0
         self.num_ended = 0
         self.in_flight: dict[int, Request] = {}  # sent and not ended, by request id
+        self.in_front_end = 0  # sent by their clients, still in the server's front end
 
     @property
     def blocked(self) -> bool:
-        return self.limit is not None and len(self.in_flight) >= self.limit
+        """Every client busy: `limit` requests sent (to an engine or its front end), not ended."""
+        return self.limit is not None and len(self.in_flight) + self.in_front_end >= self.limit
 
     def sent(self, req: Request, replica: int) -> None:
         """`req` sent to `replica` (it may still be rejected there: see admitted / ended)."""

@@ -47,21 +47,14 @@ class _Sender:
         self.d = Dispatch(records, workload.concurrency, router)
         self.next_index = 0
         self.last_free_s = 0.0  # when a finish last unblocked a full dispatcher
-        self.in_front_end = 0  # sent by their clients, not yet handed to an engine
 
     @property
     def ended(self) -> int:
         return self.d.num_ended
 
-    @property
-    def full(self) -> bool:
-        """Every client busy: `concurrency` requests sent and not ended."""
-        limit = self.d.limit
-        return limit is not None and len(self.d.in_flight) + self.in_front_end >= limit
-
     def next_send_s(self) -> float | None:
         """When the next request can be sent (None: all sent, or waiting for a free slot)."""
-        if self.next_index >= len(self.workload) or self.full:
+        if self.next_index >= len(self.workload) or self.d.blocked:
             return None
         return float(self.workload.arrival_s[self.next_index])
 
@@ -87,10 +80,10 @@ class _Sender:
         return None
 
     def finished(self, reqs: list[Request], now: float) -> None:
-        was_blocked = self.full
+        was_blocked = self.d.blocked
         for req in reqs:
             self.d.ended(req)
-        if was_blocked and not self.full:
+        if was_blocked and not self.d.blocked:
             self.last_free_s = now
 
 
@@ -181,13 +174,13 @@ def run_simpy(
                 handed(d.send(env.now))
                 continue
             req = d.take(env.now)  # into the front end, one request at a time
-            d.in_front_end += 1
+            d.d.in_front_end += 1
             front_free[0] = max(env.now, front_free[0]) + float(front[req.request_id])
             env.process(front_end(req, front_free[0]))
 
     def front_end(req: Request, done_s: float):
         yield env.timeout(done_s - env.now)
-        d.in_front_end -= 1
+        d.d.in_front_end -= 1
         handed(d.hand_over(req))
 
     def handed(engine: Engine | None) -> None:
