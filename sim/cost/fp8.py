@@ -13,7 +13,10 @@ sources (`pip download vllm==X --no-deps`):
   measured per-tensor table of the nearest release whose collection timed that kernel
   (sim/calibrate/gpu.py SUPERSEDED: vLLM 0.14's collection runs it at the BF16 rate even at
   m = 8,192, 880 TF/s on the H200 against 1,458 in the 0.19 collection). A W8A8 GEMM is priced
-  at most as the same shape in BF16 (`w8a8_ceiling`).
+  at most as the same shape in BF16 (KernelPricer.gemm_s): measured FP8 linear ops slower than
+  that carry their activations' quantisation as a kernel of its own (a fixed ~6 us at decode
+  shapes: 13.7 against 7.4 us in BF16 at n=8192, k=1024 in TensorRT-LLM 1.3's H200 table),
+  which the engines fuse into the norm or activation before the GEMM.
 - **Block FP8 (W8A8, 128 x 128 weight blocks, 1 x 128 activation groups) on Hopper**: DeepGEMM's
   `fp8_gemm_nt` where DeepGEMM is installed (0.11.0-0.19.0: `should_use_deepgemm_for_fp8_linear`
   in utils/deep_gemm.py, VLLM_USE_DEEP_GEMM on by default in envs.py), else CUTLASS's blockwise
@@ -36,7 +39,7 @@ sources (`pip download vllm==X --no-deps`):
   per-tensor op for m <= 256 (24 shapes, k 2,048-8,192, n 6,144), the 0.19 block op -0.9 to
   5.0 us more, median 3.6 (what else the op launches). So a vLLM release's block-FP8 GEMM is
   priced as the faster of its own collection's and the 0.19 collection's (BLOCK_REFERENCE,
-  `block_ceiling`): each is an upper bound on the same kernel class, host gaps and unfused
+  KernelPricer.gemm_s): each is an upper bound on the same kernel class, host gaps and unfused
   quantisation only adding time; the later collections stand at large m (DeepGEMM at 1,196
   TF/s in 0.24 on the H200, 944 in 0.19). On the visible rows (vLLM block FP8 on Hopper, TPOT
   median |error|): Qwen3-235B-A22B-FP8 on the H200 under 0.12 (38 silicon rows) 9.8% -> 10.6%,
@@ -61,25 +64,7 @@ sources (`pip download vllm==X --no-deps`):
 
 from __future__ import annotations
 
-import numpy as np
-
 # The collection whose block-FP8 GEMMs at decode shapes are GPU time (see above), by engine,
 # and the prefix of the key its surface takes in another family's pricer.
 BLOCK_REFERENCE = {"vllm": "vllm@0.19.0"}
 REFERENCE = "reference"
-
-
-def w8a8_ceiling(seconds, bf16) -> np.ndarray:
-    """A per-tensor FP8 GEMM on FP8 tensor cores (half the weight bytes at twice the rate) at
-    most as the same shape in BF16 (`bf16`: a callable giving those seconds). Measured FP8
-    linear ops slower than that carry their activations' quantisation as a kernel of its own
-    (a fixed ~6 us at decode shapes: 13.7 against 7.4 us in BF16 at n=8192, k=1024 in
-    TensorRT-LLM 1.3's H200 table), which the engines fuse into the norm or activation before
-    the GEMM; real FP8 decodes run faster than such tables predict."""
-    return np.minimum(seconds, bf16())
-
-
-def block_ceiling(seconds, reference) -> np.ndarray:
-    """A block-FP8 GEMM on FP8 tensor cores at most as the reference collection prices the same
-    shape (`reference`: a callable giving those seconds)."""
-    return np.minimum(seconds, reference())

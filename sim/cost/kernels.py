@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.cost.fp8 import REFERENCE, block_ceiling, w8a8_ceiling
+from sim.cost.fp8 import REFERENCE
 from sim.cost.prior import CostProfile
 from sim.cost.roofline import (
     ACT_BYTES,
@@ -163,14 +163,13 @@ class KernelPricer:
         surface = self._surface("gemm", self._measured_as("gemm", dtype))
         peak = hw.peak_flops_per_s(compute_dtype(hw, dtype))
         seconds = self._price(surface, flops, nbytes, feats, peak, self.prior.gemm_flops_efficiency)
-        if dtype == "fp8" and fp8_rate:
-            return w8a8_ceiling(seconds, lambda: self.gemm_s(m, n, k, "bf16"))
+        if dtype == "fp8" and fp8_rate:  # W8A8: at most the same shape in BF16 (fp8.py)
+            return np.minimum(seconds, self.gemm_s(m, n, k, "bf16"))
         reference = self.surfaces.get(f"{REFERENCE}/gemm/fp8_block")
         if dtype == "fp8_block" and fp8_rate and reference is not None:
             self.used.setdefault("gemm_fp8_block", "the faster of it and the block reference")
-            return block_ceiling(
-                seconds, lambda: self._price(reference, flops, nbytes, feats, peak, 1)
-            )
+            # at most as the reference collection prices the same shape (fp8.py)
+            return np.minimum(seconds, self._price(reference, flops, nbytes, feats, peak, 1))
         return seconds
 
     def prefill_s(self, q, c, num_seqs, shape: AttentionShape) -> np.ndarray:
