@@ -54,6 +54,23 @@ def test_max_model_len_beyond_the_pool():
         plan("llama-3.1-8b", "rtx-4090", 1, gpu_memory_utilization=0.9)
 
 
+def test_sglang_caps_requests_at_its_pool_instead_of_refusing():
+    """SGLang starts with a pool shorter than the context (tp_worker.py: max_req_len is the
+    smaller of the two) and refuses only the requests that do not fit; vLLM refuses to start.
+    Qwen3-32B on one H100 (AIConfigurator's sglang@0.5.8.post1 rows): 40,960 tokens of
+    context, 10 GiB of KV, more than the pool."""
+    hw, m = load_hardware("h100-sxm"), load_model("qwen3-32b")
+    settings = resolve("sglang@0.5.8.post1", hw, m, 1, overrides={})
+    p = plan_memory(hw, m, settings, 1, "bf16")
+    assert settings.max_model_len == 40960 > p.kv_capacity_tokens > 0
+    long, short = req("a", p.kv_capacity_tokens, 16), req("b", 1024, 128)
+    sched = make("sglang@0.5.8.post1", p.num_blocks - 1, max_model_len=40960)
+    assert "do not fit the KV pool" in sched.admission_error(long)
+    assert sched.admission_error(short) is None
+    with pytest.raises(UserError, match="longest that fits"):
+        plan("qwen3-32b", "h100-sxm", 1, engine="vllm@0.11.0")
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [

@@ -284,7 +284,12 @@ def plan_memory(
         windows=windows,
         window_rule=settings.rules.get("windows_bounded", "") if windowed else "",
     )
-    needed_blocks = plan.blocks_for(settings.max_model_len) if check_fit else 0
+    # SGLang does not refuse a context longer than its pool: it caps a request at the pool
+    # (sglang 0.5.8.post1 srt/managers/tp_worker.py: max_req_len = min(context_len - 1,
+    # max_token_pool_size - 1)) and refuses longer requests on arrival (its scheduler's
+    # admission_error); vLLM and TensorRT-LLM refuse to start
+    sized = check_fit and settings.scheduler != "sglang"
+    needed_blocks = plan.blocks_for(settings.max_model_len) if sized else 0
     if needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "
