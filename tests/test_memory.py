@@ -217,3 +217,25 @@ def test_recompute_preemption_re_prefills_prompt_and_outputs_and_is_priced():
     decode = cost.batch_cost([1], [72], 1).gpu_s
     assert all(gpu_s > decode for gpu_s, _ in recompute_costs)
     assert sched.num_preemptions == len(marks)
+
+
+def test_marlin_pads_mxfp4_experts_below_sm100():
+    """vLLM runs MXFP4 experts on Marlin below SM100 and pads gpt-oss-120b's 2,880 x 2,880
+    experts to 2,944 x 3,072 (mxfp4.py): 5.13 GiB more on one H100, as vLLM 0.10.1 logged
+    (65.97 GiB loaded, vllm-project/vllm#23278); SGLang and Blackwell parts keep the
+    checkpoint's bytes."""
+    m = load_model("gpt-oss-120b")
+    checkpoint = m.weight_bytes("fp4")
+
+    def weights(engine, hardware, tp=1):
+        hw = load_hardware(hardware)
+        small = {"max_model_len": 4096, "max_num_seqs": 64} if engine.startswith("vllm") else {}
+        settings = resolve(engine, hw, m, tp, overrides=small)
+        return plan_memory(hw, m, settings, tp, "fp4").weight_bytes
+
+    assert (weights("vllm@0.11.0", "h100-sxm") - checkpoint) / GIB == pytest.approx(5.13, abs=0.01)
+    assert weights("vllm@0.11.0", "h100-sxm") / GIB == pytest.approx(65.97, abs=0.2)  # the log
+    assert weights("vllm@0.11.0", "b200") == checkpoint
+    assert weights("sglang@0.5.8.post1", "h100-sxm") == checkpoint
+    # TP2: 1,440 per rank pads to 1,536, the hidden size to 3,072 as at TP1
+    assert weights("vllm@0.11.0", "h100-sxm", 2) > checkpoint // 2

@@ -225,7 +225,9 @@ def plan_memory(
     engines' logs (sim/scenarios/validate/memory_plans.py)."""
     total = hardware.hbm_bytes
     frac = settings.gpu_memory_utilization
-    weights = model.weight_bytes(weight_dtype) // (tp * pp)
+    weights = (model.weight_bytes(weight_dtype) + marlin_mxfp4_padding_bytes(
+        hardware, model, settings, weight_dtype, tp
+    )) // (tp * pp)  # fmt: skip
     if ep > tp:
         experts = int(model.expert_params * DTYPE_BYTES[model.resolve_weight_dtype(weight_dtype)])
         weights = (model.weight_bytes(weight_dtype) - experts) // (tp * pp) + experts // (ep * pp)
@@ -290,7 +292,7 @@ def plan_memory(
     # admission_error); vLLM and TensorRT-LLM refuse to start
     sized = check_fit and settings.scheduler != "sglang"
     needed_blocks = plan.blocks_for(settings.max_model_len) if sized else 0
-    if needed_blocks > plan.num_blocks - 1:
+    if sized and needed_blocks > plan.num_blocks - 1:
         raise UserError(
             f"max_model_len {settings.max_model_len} needs "
             f"{needed_blocks * plan.bytes_per_block / GIB:.2f} GiB of KV cache for one request, "
@@ -300,6 +302,30 @@ def plan_memory(
             "or raise the memory fraction or parallel.tp"
         )
     return plan
+
+
+def marlin_mxfp4_padding_bytes(
+    hardware: Hardware, model: ModelSpec, settings: EngineSettings, weight_dtype: str, tp: int
+) -> int:
+    """Bytes vLLM adds to MXFP4 expert weights when it runs them on Marlin (all its GPUs, over
+    all layers; 0 elsewhere). vLLM 0.11.0 model_executor/layers/quantization/mxfp4.py:
+    get_mxfp4_backend picks Marlin below SM100 unless FlashInfer's MXFP4 BF16 MoE is asked
+    for (VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, off by default) or the triton_kernels package is
+    installed (`pip install vllm` does not install it), and Mxfp4MoEMethod.create_weights
+    pads each expert's intermediate size (per TP rank) to a multiple of 128 and the hidden
+    size to 256 for Marlin's tiles (n % 256, k % 128). gpt-oss-120b: 2,880 x 2,880 experts
+    become 2,944 x 3,072, 9.0% more expert bytes, 5.13 GiB on one GPU; vLLM 0.10.1 logged
+    65.97 GiB loaded on an H100 with its Marlin FP4 warning (vllm-project/vllm#23278), the
+    checkpoint's bytes are 60.69. SM100 parts (FlashInfer's own padding) are not modelled."""
+    if settings.scheduler not in ("vllm_v0", "vllm_v1") or model.moe is None:
+        return 0
+    major = hardware.compute_capability.split(".")[0]  # AMD parts: a gfx target, not modelled
+    if model.resolve_weight_dtype(weight_dtype) != "fp4" or not major.isdigit() or int(major) >= 10:
+        return 0
+    inter = model.moe.expert_intermediate_size // tp
+    padded = (-(-inter // 128) * 128) * (-(-model.hidden_size // 256) * 256)
+    experts = model.expert_params * DTYPE_BYTES["fp4"]
+    return int(experts * padded // (inter * model.hidden_size)) - int(experts) if inter else 0
 
 
 def draft_memory(model, settings, weight_dtype: str, tp: int, pp: int, per_token: int):
