@@ -23,9 +23,13 @@ def test_case_file_schema_and_sources():
     assert len({c["id"] for c in cases}) == len(cases)
     reserved = RESERVED.read_text() if RESERVED.exists() else ""
     for case in cases:
-        assert case["source"].startswith("https://github.com/"), case["id"]
+        link = case["source"].split()[0]
+        assert link.startswith("https://"), case["id"]  # a public page: a thread, or a post
         assert case.get("notes"), case["id"]
-        thread = case["source"].split()[0].removeprefix("https://github.com/")
+        if not link.startswith("https://github.com/"):
+            assert link.split("/")[2] not in reserved, case["id"]  # no reserved site
+            continue
+        thread = link.removeprefix("https://github.com/")
         owner_repo, _, number = thread.replace("/pull/", "/issues/").rpartition("/issues/")
         assert f"{owner_repo}#{number}" not in reserved, case["id"]
 
