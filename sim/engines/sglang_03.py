@@ -20,13 +20,20 @@ batch 1, median decode 7.37 ms -> 6.42 ms with --enable-torch-compile (0.87x); b
 11.84 ms -> 12.31 ms (1.04x, slower: the reason the later releases compile only up to 32).
 `compiled_decode_ratio` is what the cost of a captured decode step at a compiled batch size is
 to be multiplied by: the two measured ratios, interpolated in log2 of the batch (0.871 at 1,
-0.99 at 32, the default limit); 1 at sizes not compiled.
+0.99 at 32, the default limit); 1 at sizes not compiled. `decode_ratios` gives the cost model
+the factor of each compiled size of a resolved run, to be applied to the GPU time of a step
+known to be decode-only (every component alike, so that a fast-forwarded run of decode-only
+steps, which adds the attention to the rest of the step apart, keeps the same bits); and
+`compiles_eager_steps` says that SGLang's prefill and mixed steps launch the eager model's
+kernels whatever `compile` says (vLLM's compile covers every step). The limit is the default
+one: `torch_compile_max_bs` / `max_torch_compile_bs` are not yet settings.
 """
 
 from __future__ import annotations
 
 import math
 
+from sim.engines.settings import EngineSettings
 from sim.engines.versions import version_tuple
 
 COMPILE_MAX_BS = 32  # the default limit, 0.3.0 .. 0.3.6 (a fixed list before 0.3.2)
@@ -84,3 +91,27 @@ def compiled_decode_ratio(batch: int, compiled: tuple[int, ...]) -> float:
         return 1.0
     share = min(math.log2(batch) / math.log2(128), 1.0)
     return COMPILED_DECODE_RATIO + (LARGE_BATCH_RATIO - COMPILED_DECODE_RATIO) * share
+
+
+def decode_ratios(settings: EngineSettings) -> dict[int, float]:
+    """{padded decode batch: factor on its step's GPU time} of a resolved run: SGLang with
+    enable_torch_compile and decode graphs, each compiled capture size with its
+    `compiled_decode_ratio`; empty otherwise (compile off, CUDA graphs off, another family).
+    A decode-only step runs the captured graph of the smallest capture size that holds its
+    batch, so the cost model looks the factor up by that padded size; prefill and mixed steps
+    run the eager model and take none."""
+    if settings.engine != "sglang" or not settings.compile:
+        return {}
+    if settings.cudagraph_mode == "NONE" or not settings.cudagraph_capture_sizes:
+        return {}
+    sizes = compiled_sizes(settings.rule_set, tuple(settings.cudagraph_capture_sizes))
+    return {b: compiled_decode_ratio(b, sizes) for b in sizes}
+
+
+def compiles_eager_steps(settings: EngineSettings) -> bool:
+    """Whether the steps that run outside CUDA graphs run a compiled model (fewer kernels to
+    launch): vLLM's torch.compile compiles the model for every step; SGLang's
+    enable_torch_compile only inside the CUDA-graph runner (cuda_graph_runner.py patch_model:
+    the compiled forward is what the decode graphs capture), so its prefill, mixed and eager
+    steps launch the eager model's kernels."""
+    return settings.compile and settings.engine != "sglang"
