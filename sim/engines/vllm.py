@@ -282,7 +282,12 @@ def defaults(
         put(knob, value, rule)
     util = 0.92 if v >= (0, 20, 0) else 0.90
     put("gpu_memory_utilization", util, f"{at}: {util} (0.92 from 0.20.0; cache config)")
-    put("kv_cache_dtype", "auto", f"{at}: auto (the model's dtype)")
+    kv = "auto (the model's dtype" + (  # read in the 0.12.0 and 0.19.0 wheels
+        ", for a ModelOpt FP8 checkpoint too: its kv_cache_quant_algo loads only KV scales"
+        " (quantization/modelopt.py; attention/layer.py takes cache_config.cache_dtype))"
+        if (0, 12, 0) <= v < (0, 20, 0) else ")"
+    )  # fmt: skip
+    put("kv_cache_dtype", "auto", f"{at}: {kv}")
     swap = not v1 and v < (0, 18, 0)
     put(
         "swap_space_bytes",
