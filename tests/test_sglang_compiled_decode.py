@@ -5,8 +5,7 @@ compile limit, and a fast-forwarded run of such steps as exact as one priced ste
 
 The ratios come from the engine layer (`sglang_03.decode_ratios`); the cost model applies them
 through `CostModel.decode_ratio` (sim/cost/step.py, with the fast-forward's pricing in
-sim/cost/run_pricing.py). Until that hook is in, the tests that price steps are expected to
-fail (xfail, strict: they must pass once it is)."""
+sim/cost/run_pricing.py)."""
 
 from __future__ import annotations
 
@@ -27,10 +26,6 @@ from sim.specs.model_config import load_model
 from sim.workload.generate import generate
 
 PRIOR = CostProfile.load("prior")
-HOOKED = hasattr(CostModel, "decode_ratio")
-needs_hook = pytest.mark.xfail(
-    not HOOKED, strict=True, reason="the hook in sim/cost/step.py is not in yet"
-)
 
 
 def settings(spec: str = "sglang@0.3.0", **args):
@@ -60,7 +55,6 @@ def test_the_ratios_are_the_compiled_capture_sizes_measured_ratios():
     assert sglang_03.compiles_eager_steps(vllm) and not sglang_03.compiles_eager_steps(on)
 
 
-@needs_hook
 def test_a_compiled_decode_step_takes_the_measured_share_of_its_gpu_time():
     on, off = cost_model(enable_torch_compile=True), cost_model()
     for batch, padded in ((1, 1), (3, 4), (20, 24), (32, 32)):
@@ -77,7 +71,6 @@ def test_a_compiled_decode_step_takes_the_measured_share_of_its_gpu_time():
     assert cost_model(enable_torch_compile=True, disable_cuda_graph=True).decode_ratio(1) == 1.0
 
 
-@needs_hook
 def test_the_fast_forward_prices_compiled_decode_steps_as_cost_does():
     """decode_run, decode_rows and step_times give cost()'s bits for a compiled batch."""
     cm = cost_model(enable_torch_compile=True)
@@ -110,7 +103,6 @@ def _run(ff_on: bool, compile_on: bool):
     return outcome, log.frame(), engines[0]
 
 
-@needs_hook
 def test_a_compiled_run_fast_forwards_to_the_same_bytes_and_decodes_faster():
     (ra, sa, ea), (rb, sb, eb) = _run(False, True), _run(True, True)
     assert ea.num_fast_forwarded_steps == 0 and eb.num_fast_forwarded_steps > 0

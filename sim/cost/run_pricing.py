@@ -6,6 +6,7 @@ the same sums in the same order."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,7 @@ class RunPricing:
     _decode_base: dict  # batch size -> the StepCost of a decode-only step (_decode_base_of)
     _decode_floor: dict  # batch size -> decode_floor_s
     _step_parts: dict  # see step_times
+    decode_ratio: Callable[[int], float]  # CostModel.decode_ratio (SGLang's compiled decode)
 
     def step_times(
         self, pre_q: list[int], pre_c: list[int], dec_c: list[int], cpu_batch: int
@@ -34,14 +36,22 @@ class RunPricing:
         parts = self._step_parts.get(key)
         if parts is None:  # everything but the attention, by the batch's shape
             launch, t = self._launch_s(prefill_tokens + len(dec_c), decode_only=not pre_q)
-            parts = self._step_parts[key] = (
-                launch,
-                *self._token_costs(t, len(pre_q) + len(dec_c)),
-                *self.cpu_s(cpu_batch, prefill_tokens),
+            r = 1.0 if pre_q else self.decode_ratio(len(dec_c))
+            linear, moe, elementwise, lm_head, allreduce = self._token_costs(
+                t, len(pre_q) + len(dec_c)
             )
-        launch, linear, moe, elementwise, lm_head, allreduce, serial, hidden = parts
+            if r != 1.0:  # as cost() scales a compiled decode graph's parts
+                linear, moe, elementwise = linear * r, moe * r, elementwise * r
+                lm_head, allreduce, launch = lm_head * r, allreduce * r, launch * r
+            parts = self._step_parts[key] = (
+                launch, linear, moe, elementwise, lm_head, allreduce, r,
+                *self.cpu_s(cpu_batch, prefill_tokens),
+            )  # fmt: skip
+        launch, linear, moe, elementwise, lm_head, allreduce, r, serial, hidden = parts
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))
+        if r != 1.0:
+            decode = decode * r
         # StepCost.gpu_s, cpu_s and total_s (no drafts, no swap: their 0.0 added likewise)
         gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
         return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0
@@ -56,6 +66,9 @@ class RunPricing:
         if decs is None:
             return None
         c = self._decode_base_of(contexts)
+        r = self.decode_ratio(len(contexts))
+        if r != 1.0:  # cost()'s compiled decode graph: its attention scaled as there
+            decs = [dec * r for dec in decs]
         base = c.linear_s + c.moe_s + c.attention_prefill_s
         e, a, lm, la = c.elementwise_s, c.allreduce_s, c.lm_head_s, c.launch_s
         hidden, serial, swap = c.cpu_hidden_s, c.cpu_serial_s, c.swap_s
@@ -91,6 +104,9 @@ class RunPricing:
         step alone (pp = 1, no swap), so a fast-forwarded run matches step by step exactly."""
         c = self._decode_base_of(contexts[0])
         decode = self.attention.decode(contexts, False)
+        r = self.decode_ratio(contexts.shape[1])
+        if r != 1.0:  # cost()'s compiled decode graph: its attention scaled as there
+            decode = decode * r
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
         total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s

@@ -43,6 +43,7 @@ from sim.cost.prior import CostProfile
 from sim.cost.run_pricing import RunPricing
 from sim.cost.speculative import verify_cost
 from sim.engines.settings import EngineSettings
+from sim.engines.sglang_03 import compiles_eager_steps, decode_ratios
 from sim.kv.memory import kv_heads_per_gpu
 from sim.schedulers.base import StepPlan
 from sim.specs.model import Attention, Layer, ModelSpec
@@ -150,6 +151,8 @@ class CostModel(RunPricing):
         self.heads = model.num_q_heads // tp
         self.kv_heads = kv_heads_per_gpu(model, tp)
         self.capture_sizes = list(settings.cudagraph_capture_sizes)
+        # {padded batch: factor} on a decode-only step's GPU time (SGLang's torch.compile)
+        self.compiled_decode = decode_ratios(settings)
         self.terms = [self._terms(layer, count) for layer, count in model.layer_groups.items()]
         self.attention = AttentionCost(
             model,
@@ -239,7 +242,8 @@ class CostModel(RunPricing):
             if decode_only and mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
                 return 0.0, padded
             return layers * p.piecewise_eager_kernels_per_layer * p.kernel_launch_s, padded
-        per_layer = p.compiled_kernels_per_layer if s.compile else p.eager_kernels_per_layer
+        compiled = compiles_eager_steps(s)  # (SGLang compiles its decode graphs only)
+        per_layer = p.compiled_kernels_per_layer if compiled else p.eager_kernels_per_layer
         return layers * per_layer * p.kernel_launch_s, num_tokens
 
     def step_cost(self, plan: StepPlan) -> StepCost:
@@ -405,6 +409,10 @@ class CostModel(RunPricing):
         linear, moe, elementwise, lm_head, allreduce = self._token_costs(t, batch)
         prefill = self.attention.prefill(pre_q, pre_c) if pre_q else 0.0
         decode = self.attention.decode_one(dec_c, bool(pre_q))
+        r = self.compiled_decode.get(t, 1.0) if not pre_q and not extra_tokens else 1.0
+        if r != 1.0:  # a compiled decode graph: every GPU part alike (see decode_ratio)
+            linear, moe, elementwise, lm_head = linear * r, moe * r, elementwise * r, lm_head * r
+            allreduce, launch, decode = allreduce * r, launch * r, decode * r
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
         p2p = stage_send_s(
             self.pricer, t, self.model.hidden_size, self.tp, self.pp, self.topology, self.crossings
@@ -426,6 +434,15 @@ class CostModel(RunPricing):
 
     def step_time_s(self, plan: StepPlan) -> float:
         return self.step_cost(plan).total_s
+
+    def decode_ratio(self, batch: int) -> float:
+        """The factor cost() applies to every GPU part of a decode-only step of `batch`
+        sequences (SGLang's compiled decode graphs, sim/engines/sglang_03.py; 1.0 otherwise):
+        what the fast-forward's pricing (sim/cost/run_pricing.py) applies to the attention it
+        adds apart, so that a run's steps keep cost()'s bits."""
+        if not self.compiled_decode:
+            return 1.0
+        return self.compiled_decode.get(self._launch_s(batch, decode_only=True)[1], 1.0)
 
 
 TOKEN_PAGE = 256  # token counts priced together (_price_token_page)
