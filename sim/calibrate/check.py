@@ -54,6 +54,7 @@ def predict(obs: pd.DataFrame, pricer: KernelPricer) -> np.ndarray:
                         col(sub, "topk"),
                         col(sub, "experts"),
                         dtype,
+                        balanced=True,  # as the tables routed (roofline.moe_shape)
                     ),
                 )
         elif op in ("allreduce", "sendrecv"):

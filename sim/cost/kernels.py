@@ -87,6 +87,29 @@ class CommTable:
         )
 
 
+def _inside(bounds, feats: np.ndarray, slack: float = 1e-3) -> bool:
+    """Every row's features within the measured range (bounds rounded to 4 decimals)."""
+    return all(
+        bool(((feats[:, j] >= lo - slack) & (feats[:, j] <= hi + slack)).all())
+        for j, (lo, hi) in enumerate(bounds)
+    )
+
+
+def twin_moved_s(twin_s, nbytes, twin_bytes_per_s, bytes_per_s):
+    """A memory-bound kernel measured on a twin GPU (same SMs and clocks, another HBM), on this
+    one: latency plus bytes over bandwidth. What the twin's kernel took beyond its bytes at the
+    twin's peak is latency (launch, ramp-up, tail), the same on the same die; the bytes move at
+    this GPU's peak. Never under this GPU's roofline (the twin's time is never under the
+    twin's). AIConfigurator's vLLM 0.24 tables time one elementwise kernel on both Hopper
+    GPUs (quantize/vllm/0.24.0/scale_matrix_perf.parquet, static_scaled_fp8_quant, 2 bytes
+    read and 1 written per element; ai-dynamo/aiconfigurator@095f58a, ../shared/data/
+    aiconfigurator): the H200's 1,628 shapes from the H100's by this rule are off by a median
+    |error| of 3.1% under 1 MB, 11.8% at 1-67 MB and 1.7% above (scaled by the bandwidth
+    ratio instead: 27.7%, 29.0%, 4.4%); under 1 MB both take about 2 us (medians 2.16 and
+    2.07 us), where bytes alone would price 0.3 us at most (tests/test_twin_elementwise.py)."""
+    return twin_s - nbytes / twin_bytes_per_s + nbytes / bytes_per_s
+
+
 @dataclass
 class KernelPricer:
     """Prices kernels on `hardware` with calibrated surfaces where it has them, else the prior.
@@ -102,6 +125,14 @@ class KernelPricer:
     comm: dict[str, CommTable] = field(default_factory=dict)
     floors: dict[str, float] = field(default_factory=dict)  # fixed cost of one attention launch
     used: dict[str, str] = field(default_factory=dict)
+    # Elementwise kernels measured on a twin GPU (the same die: SM count and compute
+    # capability), for the kinds this GPU's profile did not measure, and the twin's HBM bytes/s
+    # (elementwise_s moves them over; sim.cost.profiles gives them)
+    twin_elementwise: dict[str, Surface] = field(default_factory=dict)
+    twin_hbm_bytes_per_s: float = 0.0
+    # The same key's surfaces from the profile's other families, in lookup order: what prices
+    # an expert shape the first one never measured (moe_s)
+    alternates: dict[str, list[Surface]] = field(default_factory=dict)
     # What determines every price (profile, family, GPU, prior), set by choose_pricer: two
     # pricers with the same fingerprint price everything alike, so the cost model may share
     # their per-context decode tables across runs in one process (None: no sharing).
@@ -283,14 +314,17 @@ class KernelPricer:
         )
         return self._surface(kind, shape.backend, shape.kv_dtype)
 
-    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1) -> np.ndarray:
-        """Routed experts on one GPU (spread: the expert-parallel group, roofline.moe_shape)."""
+    def moe_s(
+        self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1, balanced=False
+    ) -> np.ndarray:
+        """Routed experts on one GPU (spread: the expert-parallel group; balanced: the experts
+        a measured table's routing touched, for checking against it; roofline.moe_shape)."""
         flops, nbytes, feats = moe_shape(
-            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread
+            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread, balanced
         )
         peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
         seconds = self._price(
-            self._surface("moe", self._measured_as("moe", dtype)),
+            self._measured_experts(self._find("moe", self._measured_as("moe", dtype)), feats),
             flops,
             nbytes,
             feats,
@@ -299,13 +333,41 @@ class KernelPricer:
         )
         return seconds
 
+    def _measured_experts(self, name: str | None, feats: np.ndarray) -> Surface | None:
+        """The MoE surface `name`, unless its table never measured these experts (their count
+        and size, per GPU: a release whose collection timed an MXFP4 MoE at TP1 only, the H200's
+        vLLM 0.18, extrapolates to TP8's eighth of each expert at a quarter of what the 0.24
+        collection measured there for one token, on either GPU); then the first of the
+        profile's other families whose table did, in lookup order (the default family
+        first)."""
+        if name is None:
+            return None
+        own = self.surfaces[name]
+        for surface in (own, *self.alternates.get(name, ())):
+            if surface.bounds is None or _inside(surface.bounds[1:], feats[:, 1:]):
+                if surface is not own:
+                    self.used.setdefault("moe_experts", f"{name} of a family that measured them")
+                return surface
+        return own
+
     def elementwise_s(self, nbytes, kind: str) -> np.ndarray:
         """Norms, residual adds, activations, rotary embedding, embedding lookup, sampler:
-        memory-bound kernels, priced by bytes moved."""
+        memory-bound kernels, priced by bytes moved. A kind measured only on the twin GPU
+        takes the twin's time with its bytes moved at this GPU's bandwidth (twin_moved_s)."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         feats = log2(nbytes).reshape(-1, 1)
+        flat = nbytes.reshape(-1)
+        twin = self.twin_elementwise.get(kind)
+        if twin is not None and f"elementwise/{kind}" not in self.surfaces:
+            self.used.setdefault("elementwise", f"elementwise/{kind} of the twin GPU")
+            twin_roof = flat / self.twin_hbm_bytes_per_s
+            twin_s = twin_roof * np.exp(np.maximum(twin(feats), 0.0))  # as _price on the twin
+            out = twin_moved_s(
+                twin_s, flat, self.twin_hbm_bytes_per_s, self.hardware.hbm_bytes_per_s
+            )
+            return out.reshape(nbytes.shape)
         surface = self._surface("elementwise", kind)
-        out = self._price(surface, np.zeros(feats.shape[0]), nbytes.reshape(-1), feats, 1.0, 1.0)
+        out = self._price(surface, np.zeros(feats.shape[0]), flat, feats, 1.0, 1.0)
         return out.reshape(nbytes.shape)
 
     def _comm(self, kind: str, nbytes, num_gpus: int) -> np.ndarray:

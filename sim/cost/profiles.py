@@ -20,7 +20,7 @@ from sim.cost.surface import Surface
 from sim.engines.versions import release_key
 from sim.errors import UserError
 from sim.specs.cached import parsed
-from sim.specs.hardware import Hardware
+from sim.specs.hardware import Hardware, load_hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +67,21 @@ class GpuProfile:
         """Kernels of `family`; tables it did not measure (norms, collectives, or one weight
         format of a kernel class, say fp4 MoE) come from the profile's other families, default
         first: a neighbouring release's measured kernel beats the roofline prior."""
-        surfaces, floors = {}, {}
+        surfaces, floors, others = {}, {}, {}
         for fam in self._lookup_order(family):
             for key, value in fam.get("surfaces", {}).items():
                 if key not in surfaces:
                     surfaces[key] = Surface.from_dict(value)
                     if key in fam.get("floors", {}):
                         floors[key] = fam["floors"][key]
+                elif key.startswith("moe/"):  # (KernelPricer.moe_s: experts it did not measure)
+                    others.setdefault(key, []).append(Surface.from_dict(value))
         reference = self._block_reference(family)
         if reference is not None:
             surfaces[f"{REFERENCE}/gemm/fp8_block"] = Surface.from_dict(reference)
-        return KernelPricer(hardware, prior, surfaces, self.comm_tables(family), floors)
+        pricer = KernelPricer(hardware, prior, surfaces, self.comm_tables(family), floors)
+        pricer.alternates = others
+        return pricer
 
     def _block_reference(self, family: str) -> dict | None:
         """The block-FP8 GEMM surface of the collection that timed it as GPU time at decode
@@ -153,6 +157,7 @@ def choose_pricer(
         if cost_profile == "auto":
             pricer = KernelPricer(hardware, prior)
             note = _borrow_collectives(pricer, engine, version, root)
+            note += _borrow_elementwise(pricer, engine, version, root)
             return PricingChoice(
                 _pricer(pricer, "prior", None),
                 "prior",
@@ -168,6 +173,7 @@ def choose_pricer(
     chosen = family or profile.family_for(engine, version)
     pricer = profile.pricer(hardware, prior, chosen)
     note = _borrow_collectives(pricer, engine, version, root)
+    note += _borrow_elementwise(pricer, engine, version, root)
     reduce = None
     if family is None and engine and version:  # the all-reduce the release dispatches to
         measured = [*profile.families, *(profile.aliases or {})]
@@ -218,6 +224,38 @@ def _borrow_collectives(pricer: KernelPricer, engine, version, root: Path) -> st
     pricer.comm = {**pricer.comm, **borrowed}
     kinds = ", ".join(sorted({key.split("/")[0] for key in borrowed}))
     return f"; {kinds} measured on {donor.gpu} ({family}), the same peer fabric"
+
+
+def _borrow_elementwise(pricer: KernelPricer, engine, version, root: Path) -> str:
+    """Give a pricer the elementwise kernels (norms, activations, rotary embedding, residual
+    adds, embedding) it has no measured table of from the twin its catalogue names in
+    `collectives_from` when the twin is the same die (SM count and compute capability: the
+    H200 and the H100 SXM): a small kernel's latency floor is the die's, its bytes move at
+    this GPU's bandwidth (kernels.twin_moved_s). Without it such a kernel is priced at
+    its bytes alone, 70x under the twin's for a decode step's norms (issue 43). Returns the
+    note the pricing source carries ("" when nothing was borrowed)."""
+    hw = pricer.hardware
+    twin = hw.collectives_from
+    path = root / f"{twin}.json"
+    if not twin or not path.is_file():
+        return ""  # (_borrow_collectives has said what a missing twin profile means)
+    twin_hw = load_hardware(twin)
+    if (twin_hw.sm_count, twin_hw.compute_capability) != (hw.sm_count, hw.compute_capability):
+        return ""  # another die: another floor (the H20's 78 SMs)
+    donor = GpuProfile.load(path)
+    family = donor.family_for(engine, version)
+    theirs = donor.pricer(twin_hw, pricer.prior, family).surfaces
+    borrowed = {
+        key.split("/", 1)[1]: surface
+        for key, surface in theirs.items()
+        if key.startswith("elementwise/") and key not in pricer.surfaces
+    }
+    if not borrowed:
+        return ""
+    pricer.twin_elementwise = borrowed
+    pricer.twin_hbm_bytes_per_s = twin_hw.hbm_bytes_per_s
+    kinds = ", ".join(sorted(borrowed))
+    return f"; elementwise kernels ({kinds}) measured on {donor.gpu}, the same die"
 
 
 def _pricer(pricer: KernelPricer, profile: str, family: str | None) -> KernelPricer:

@@ -181,13 +181,31 @@ def experts_touched(tokens, topk, experts, spread=1) -> np.ndarray:
     return experts * (1 - np.power(missed, tokens * spread))
 
 
-def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread=1):
+def balanced_experts_touched(tokens, topk, experts) -> np.ndarray:
+    """Distinct experts a batch touches under AIConfigurator's `balanced` routing, the one its
+    MoE tables are fitted on (sim/calibrate/kernel_tables.py): token t's i-th pick is expert
+    (t + i * ceil(E / topk)) mod E, or spread evenly over the stride for fewer tokens than it
+    (collector/helper.py balanced_logits, ai-dynamo/aiconfigurator@095f58a), so every pick
+    lands on another expert until all are taken: min(E, tokens x topk), exactly where topk
+    divides E and within 3% otherwise. Routing that picks independently touches fewer
+    (experts_touched: 82 of 128 for 32 tokens of top-4, where the table's kernel read 128)."""
+    tokens, topk, experts = (np.asarray(v, dtype=np.float64) for v in (tokens, topk, experts))
+    return np.minimum(experts, tokens * topk)
+
+
+def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread=1, balanced=False):
     """(FLOPs, bytes, features) of the routed experts on one GPU (inter, experts: local;
-    spread: the expert-parallel group, 1 without)."""
+    spread: the expert-parallel group, 1 without). The weights read are those of the experts
+    the batch's tokens touch: under independent picks (experts_touched; what a served batch
+    is priced at) or, `balanced`, under the routing a measured table ran (fitting only)."""
     tokens = np.asarray(tokens, dtype=np.float64)
     expert_params = 3.0 * np.asarray(hidden, dtype=np.float64) * inter
     flops = 2 * tokens * topk * expert_params
-    nbytes = experts_touched(tokens, topk, experts, spread) * expert_params * WEIGHT_BYTES[dtype]
+    if balanced:
+        touched = balanced_experts_touched(tokens, topk, experts)
+    else:
+        touched = experts_touched(tokens, topk, experts, spread)
+    nbytes = touched * expert_params * WEIGHT_BYTES[dtype]
     nbytes = nbytes + tokens * hidden * 2 * ACT_BYTES
     feats = _stack(log2(tokens * topk / experts), log2(experts), log2(expert_params))
     return flops, nbytes, feats
