@@ -14,13 +14,21 @@ opt-in in 0.3.4-0.3.5 (enable_overlap_schedule); no GPU-memory tiers (chunk 8192
 0.3.3 no batch_is_full, so admission is retried at every step; 0.3.0's request pool holds
 5120. 0.3.0-0.3.3 also run up to 10 decode steps between admissions (num_continue_decode_steps),
 but stop after one when a running request streams, as every simulated request does.
+
+0.4.8, 0.5.3 and 0.5.6 (wheels; 0.5.1.post1, 0.5.2, 0.5.6.post2, 0.5.8.post1 and 0.5.9 read
+beside them, the same rules) differ from their neighbours in the GPU-memory defaults
+(sim/engines/sglang_memory.py) and in retraction (managers/schedule_batch.py retract_decode):
+until 0.5.2 a batch retracts until 20 decode steps' tokens per request are free; from 0.5.3 until
+one more step fits (check_decode_mem), the new ratio's denominator gaining 1 from 0.5.6. Qwen3
+and Llama 4 are in 0.4.8's srt/models/; gpt-oss, Qwen3-Next and DeepSeek-V3.2 arrive by 0.5.3,
+Kimi-Linear by 0.5.6.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.engines import sglang_03
+from sim.engines import sglang_03, sglang_memory
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
@@ -36,6 +44,9 @@ RELEASES = (
     "0.3.5",
     "0.3.6",
     "0.4.6",
+    "0.4.8",
+    "0.5.3",
+    "0.5.6",
     "0.5.10",
     "0.5.23",
 )
@@ -48,13 +59,12 @@ ARCHITECTURE_ABSENT_THROUGH = {
     "Llama4ForConditionalGeneration": "0.3.6",
     "Qwen3ForCausalLM": "0.3.6",
     "Qwen3MoeForCausalLM": "0.3.6",
-    "DeepseekV32ForCausalLM": "0.4.6",
-    "GptOssForCausalLM": "0.4.6",
-    "KimiLinearForCausalLM": "0.4.6",
-    "Qwen3NextForCausalLM": "0.4.6",
+    "DeepseekV32ForCausalLM": "0.4.8",
+    "GptOssForCausalLM": "0.4.8",
+    "KimiLinearForCausalLM": "0.5.3",
+    "Qwen3NextForCausalLM": "0.4.8",
     "MiniMaxText01ForCausalLM": "0.5.23",
 }
-CAPTURE_MAX = 160
 MIB = 2**20
 INIT_RATIO = 0.7  # init_new_token_ratio (x schedule_conservativeness, at most 1)
 MIN_RATIO_FACTOR = 0.14  # min_new_token_ratio = init x 0.14
@@ -105,11 +115,6 @@ NAMES = {
     "cudagraph_capture_sizes": "cuda_graph_bs",
     "compile": "enable_torch_compile",
 }
-MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
-    "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
-    "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
-    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
-}
 
 
 def releases(engine: str) -> tuple[str, ...]:
@@ -133,30 +138,6 @@ def unsupported_model(version: str, model: ModelSpec) -> str | None:
     return None
 
 
-def _chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
-    """(chunked_prefill_size, cuda_graph_max_bs, rule) by release and GPU memory."""
-    gib = mem_mib / 1024
-    if v < (0, 3, 6):  # server_args.py: 8192 and cuda_graph_runner.py's 1, 2, 4, 8..160
-        return 8192, CAPTURE_MAX, "the same on every GPU (memory tiers arrive in 0.3.6)"
-    if v < (0, 5, 0):
-        if mem_mib < 25000:
-            bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
-            return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000"
-        bs = 256 if v >= (0, 4, 0) and mem_mib > 81920 else 160
-        return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
-    small = tp < 4
-    tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
-        (20, 2048, 8, 8),
-        (35, 4096 if v >= (0, 5, 23) else 2048, 48, 160),
-        (60, 4096, 32, 160),
-        (160, 8192, 256, 512),
-    )
-    for below, chunk, bs_small, bs_big in tiers:
-        if gib < below:
-            return chunk, bs_small if small else bs_big, f"GPU memory {gib:.0f} GiB < {below}"
-    return 16384, 512, f"GPU memory {gib:.0f} GiB >= 160"
-
-
 def defaults(
     engine: str,
     release: str,
@@ -177,7 +158,7 @@ def defaults(
     names = _names(v)
     loop = "managers/scheduler.py" if v >= (0, 3, 3) else "managers/tp_worker.py"
     put("scheduler", "sglang", f"{at}: prefill-first scheduler ({loop})")
-    chunk, graph_bs, tier = _chunk_and_graph_bs(v, mem_mib, tp)
+    chunk, graph_bs, tier = sglang_memory.chunk_and_graph_bs(v, mem_mib, tp)
     put("max_num_batched_tokens", chunk, f"{at}: chunked_prefill_size {chunk}: {tier}")
     values["graph_max_bs"] = graph_bs
     rules["cudagraph_capture_sizes"] = f"{at}: cuda_graph_max_bs {graph_bs}: {tier}"
@@ -209,17 +190,19 @@ def defaults(
         put("new_token_ratio", init, f"{at}: init_new_token_ratio 0.7 (global config)")
         put("min_new_token_ratio", low, f"{at}: init x 0.14 = {low:.3f}")
         put("new_token_ratio_decay", decay, f"{at}: (init - min) / 600 per decode step")
-    if v < (0, 5, 0):
+    if v < (0, 5, 3):
         put("retract_decode_steps", 20, f"{at}: retract until 20 decode steps' tokens are free")
-        put("retract_ratio_offset", 0, f"{at}: new ratio = (decoded + 20 x left) / max_new_tokens")
     else:
         put("retract_decode_steps", 1, f"{at}: retract until one more decode step fits")
+    if v < (0, 5, 6):
+        put("retract_ratio_offset", 0, f"{at}: new ratio = (decoded + 20 x left) / max_new_tokens")
+    else:
         put("retract_ratio_offset", 1, f"{at}: the new ratio's denominator gains 1")
     cpu, rule = cpu_overheads("sglang", release)
     for knob, value in cpu.items():
         put(knob, value, rule)
-    frac, why = _mem_fraction(v, mem_mib, tp, chunk, graph_bs)
-    put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why}")
+    frac, why = sglang_memory.mem_fraction(v, mem_mib, tp, chunk, graph_bs)
+    put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why} (srt/server_args.py)")
     backend, page, _ = attention_backend(engine, release, hw, model, "auto")
     put(
         "block_size",
@@ -281,44 +264,8 @@ def admission_waits_for_a_finish(release: str) -> bool:
     return version_tuple(release) >= (0, 3, 3)
 
 
-def _mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple[float, str]:
-    if v < (0, 5, 0):
-        if v >= (0, 4, 0) and mem_mib > 81920:
-            return round((mem_mib - 13 * 1024) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
-        line = "0.3.0" if v < (0, 3, 6) else "0.3.6" if v < (0, 4, 0) else "0.4.6"
-        table = MEM_FRACTION_BY_TP[line]
-        frac = next(f for t, f in table if tp >= t)
-        return frac, f"by TP {tp}"
-    # 0.5: (memory - reserved) / memory, reserved in MiB; the prefill-graph term (8 MiB per
-    # captured size) is approximated from the number of sizes up to chunked_prefill_size.
-    prefill_graph_mib = 8 * (37 + chunk // 512)
-    reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * graph_bs + prefill_graph_mib
-    if mem_mib > 60 * 1024:
-        reserved = max(reserved, 10240)
-    frac = round((mem_mib - reserved) / mem_mib, 3)
-    return frac, (
-        f"(GPU memory - {reserved:.0f} MiB reserved for activations and graphs) / GPU memory"
-    )
-
-
 def capture_sizes(release: str, max_bs: int) -> tuple[tuple[int, ...], str]:
-    v = version_tuple(release)
-    if v < (0, 5, 0):
-        sizes = [1, 2, 4, 8, *range(16, max_bs + 1, 8)]
-        why = f"1, 2, 4, 8, 16..{max_bs} step 8"
-    else:
-        sizes = [
-            1,
-            2,
-            4,
-            8,
-            12,
-            *range(16, 257, 8),
-            *range(272, 497, 16),
-            *range(512, max_bs + 1, 32),
-        ]
-        why = f"1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32, to {max_bs}"
-    return tuple(s for s in sizes if s <= max_bs), why
+    return sglang_memory.capture_sizes(version_tuple(release), max_bs)
 
 
 def attention_backend(

@@ -1,0 +1,129 @@
+"""SGLang's GPU-memory defaults by release: chunked_prefill_size, the largest CUDA-graph batch and
+mem_fraction_static, as ServerArgs derives them from the GPU's memory (the MiB nvidia-smi
+reports: H100-SXM 81559, H200 143771), the TP size and the two others.
+
+Read from each release's srt/server_args.py and model_executor/cuda_graph_runner.py
+(`pip download sglang==X --no-deps`):
+- 0.3.0-0.3.5: chunk 8192 and graphs up to 160 on every GPU; mem_fraction_static by TP.
+- 0.3.6, 0.4.6: below 25,000 MiB chunk 2048 and small graphs; mem_fraction_static by TP up to
+  81,920 MiB, (memory - 13 GiB) / memory above (0.4.6).
+- 0.4.8 .. 0.5.2 (read in 0.4.8, 0.5.1.post1 and 0.5.2): mem_fraction_static = (memory -
+  reserve) / memory, the reserve fixed by GPU size: (2.8 + TP x PP / 10) GiB below 35 GiB,
+  (9.5 + TP x PP / 2) GiB below 90 GiB, (12 + TP x PP / 2) GiB below 160 GiB, 32 GiB above;
+  chunk 2048 below 35 GiB, 8192 below 160 GiB, 16384 above; cuda_graph_max_bs unset (8 or 80
+  below 35 GiB), so cuda_graph_runner.py's sizes: 1, 2, 4, 8, 16..160 step 8, then 168..256
+  above 90 GiB and 272..512 step 16 above 160,000 MiB.
+- 0.5.3 on (read in 0.5.3, 0.5.6, 0.5.6.post2, 0.5.8.post1, 0.5.9: _handle_gpu_memory_settings):
+  chunk and cuda_graph_max_bs by GPU tier, then reserve = 512 MiB + 1.5 x max(chunk, 2048) MiB
+  + 2 x cuda_graph_max_bs MiB + TP x PP / 8 GiB, at least 10 GiB above 60 GiB; the capture
+  sizes are 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32. Below 35 GiB at
+  TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.6-0.5.9), 48 (0.5.10 on). Piecewise CUDA graphs
+  are off by default through 0.5.9 (enable_piecewise_cuda_graph False), so their reserve is not
+  added before 0.5.10.
+The family interface passes the TP size alone: PP is taken as 1.
+"""
+
+from __future__ import annotations
+
+CAPTURE_MAX = 160
+GIB = 1024  # MiB
+MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
+    "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
+    "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
+    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
+}
+FIXED_RESERVE = (  # 0.4.8-0.5.2: (below GiB, reserve GiB at parallel size 0, GiB per GPU)
+    (35, 2.8, 0.1),
+    (90, 9.5, 0.5),
+    (160, 12.0, 0.5),
+)
+BIG_GPU_RESERVE_GIB = 32  # 0.4.8-0.5.2, 160 GiB and above
+MIN_RESERVE_MIB = 10 * GIB  # 0.5.3 on, GPUs above 60 GiB
+
+
+def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
+    """(chunked_prefill_size, cuda_graph_max_bs, rule) by release `v` (a version tuple)."""
+    gib = mem_mib / GIB
+    if v < (0, 3, 6):  # server_args.py: 8192 and cuda_graph_runner.py's 1, 2, 4, 8..160
+        return 8192, CAPTURE_MAX, "the same on every GPU (memory tiers arrive in 0.3.6)"
+    if v < (0, 4, 8):
+        if mem_mib < 25000:
+            bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
+            return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000"
+        bs = 256 if v >= (0, 4, 0) and mem_mib > 81920 else 160
+        return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
+    if v < (0, 5, 3):
+        if gib < 35:
+            return 2048, 8 if tp < 4 else 80, f"GPU memory {gib:.0f} GiB < 35"
+        chunk = 8192 if gib < 160 else 16384
+        bs = 512 if mem_mib > 160000 else 256 if gib > 90 else CAPTURE_MAX
+        rule = (
+            f"GPU memory {gib:.0f} GiB: chunk {chunk}; cuda_graph_runner.py's default sizes "
+            f"up to {bs} (160; 256 above 90 GiB; 512 above 160,000 MiB)"
+        )
+        return chunk, bs, rule
+    small_bs = 16 if v < (0, 5, 6) else 24 if v < (0, 5, 10) else 48
+    tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
+        (20, 2048, 8, 8),
+        (35, 4096 if v >= (0, 5, 23) else 2048, small_bs, 80 if v < (0, 5, 10) else 160),
+        (60, 4096, 32, 160),
+        (160, 8192, 256, 512),
+    )
+    for below, chunk, bs_small, bs_big in tiers:
+        if gib < below:
+            return chunk, bs_small if tp < 4 else bs_big, f"GPU memory {gib:.0f} GiB < {below}"
+    return 16384, 512, f"GPU memory {gib:.0f} GiB >= 160"
+
+
+def mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple[float, str]:
+    """(mem_fraction_static, why) by release `v`, GPU memory, TP and the two derived sizes."""
+    if v < (0, 4, 8):
+        if v >= (0, 4, 0) and mem_mib > 81920:
+            return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
+        line = "0.3.0" if v < (0, 3, 6) else "0.3.6" if v < (0, 4, 0) else "0.4.6"
+        table = MEM_FRACTION_BY_TP[line]
+        frac = next(f for t, f in table if tp >= t)
+        return frac, f"by TP {tp}"
+    if v < (0, 5, 3):
+        gib = mem_mib / GIB
+        tier = next((t for t in FIXED_RESERVE if gib < t[0]), None)
+        if tier is None:
+            reserve_gib, how = BIG_GPU_RESERVE_GIB, f"{BIG_GPU_RESERVE_GIB} GiB (160 GiB and up)"
+        else:
+            below, base, per_gpu = tier
+            reserve_gib = base + tp * per_gpu
+            how = f"({base} + TP x {per_gpu}) GiB = {reserve_gib:g} GiB (GPU below {below} GiB)"
+        frac = round((mem_mib - reserve_gib * GIB) / mem_mib, 3)
+        return frac, f"(GPU memory - reserve) / GPU memory, reserve {how}"
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + tp / 8 * GIB
+    parts = "512 MiB + 1.5 x chunk + 2 x cuda_graph_max_bs + TP / 8 GiB"
+    if v >= (0, 5, 10):
+        # piecewise prefill graphs (on by default from 0.5.10): 8 MiB per captured size, the
+        # number of sizes approximated from chunked_prefill_size
+        reserved += 8 * (37 + chunk // 512)
+        parts += " + 8 MiB per prefill graph"
+    if mem_mib > 60 * GIB:
+        reserved = max(reserved, MIN_RESERVE_MIB)
+        parts += ", at least 10 GiB"
+    frac = round((mem_mib - reserved) / mem_mib, 3)
+    return frac, f"(GPU memory - {reserved:.0f} MiB reserved: {parts}) / GPU memory"
+
+
+def capture_sizes(v, max_bs: int) -> tuple[tuple[int, ...], str]:
+    """The decode batch sizes captured as CUDA graphs, up to `max_bs`."""
+    if v < (0, 5, 3):
+        sizes = [1, 2, 4, 8, *range(16, 257, 8), *range(272, 513, 16)]
+        why = f"1, 2, 4, 8, 16..256 step 8, 272..512 step 16, to {max_bs}"
+    else:
+        sizes = [
+            1,
+            2,
+            4,
+            8,
+            12,
+            *range(16, 257, 8),
+            *range(272, 497, 16),
+            *range(512, max_bs + 1, 32),
+        ]
+        why = f"1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32, to {max_bs}"
+    return tuple(s for s in sizes if s <= max_bs), why
