@@ -17,6 +17,7 @@ from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.runs import run_all
 from sim.scenarios.validate.settings import (
     FIRST_WAVE,
+    FIRST_WAVE_OUT,
     SETTINGS,
     plausible,
     run_settings,
@@ -49,10 +50,14 @@ def test_a_closed_loop_with_warmup_may_have_counted_its_first_wave(tmp_path):
     cases = load_cases([write(tmp_path, specs)], BASE)
     got = {c.id: plausible(c) for c in cases}
     assert FIRST_WAVE in got["warm-up"] and len(got["warm-up"]) == 5
-    # no warm-up to count; a stated client start or warm cache leaves no together-cold run
-    assert all(FIRST_WAVE not in got[k] for k in ("none", "spread", "cached", "open"))
+    # a loop that counts its first wave may have left it out (a warm-up it ran first)
+    assert FIRST_WAVE_OUT in got["none"] and FIRST_WAVE not in got["none"]
+    # a stated client start or warm cache leaves no together-cold run; an open loop no wave
+    for k in ("spread", "cached", "open"):
+        assert FIRST_WAVE not in got[k] and FIRST_WAVE_OUT not in got[k]
     assert setting_name(FIRST_WAVE) == "clients together, prefix cache cold, first wave counted"
-    assert FIRST_WAVE in SETTINGS
+    assert setting_name(FIRST_WAVE_OUT).endswith("prefix cache cold, first wave left out")
+    assert FIRST_WAVE in SETTINGS and FIRST_WAVE_OUT in SETTINGS
 
 
 def test_the_counted_first_wave_raises_the_top_of_the_ttft_band(tmp_path):
@@ -73,6 +78,23 @@ def test_the_counted_first_wave_raises_the_top_of_the_ttft_band(tmp_path):
     summary = band.summary([])
     (row,) = [s for s in summary["settings"] if s["first_wave_counted"]]
     assert row["num_cases"] == 1 and row["stagger"] is False and row["cache_warm"] is False
+
+
+def test_leaving_the_first_wave_out_lowers_the_ttft_of_a_burst_start(tmp_path):
+    """A loop that counts its burst start (ten requests per client, as AIConfigurator's
+    runners send them) against the same loop after a wave sent first and left out: the burst
+    can only add waiting, so the counted run's mean TTFT is no shorter, and both are in the
+    band."""
+    loop = LOOP | {"num_requests": 16}
+    cases = load_cases([write(tmp_path, [case(id="c", workload={"closed_loop": loop})])], BASE)
+    results = run_all(cases, jobs=1)
+    band = run_settings(cases, results, 1, lambda c: True)
+    left_out = band.results[FIRST_WAVE_OUT]["c"]
+    assert left_out is not results[0] and not left_out.error
+    main = results[0].predicted["mean_ttft_ms"]
+    assert main >= left_out.predicted["mean_ttft_ms"] > 0
+    lo, hi = band.bands["c"]["mean_ttft_ms"]
+    assert lo <= left_out.predicted["mean_ttft_ms"] and main <= hi
 
 
 def _run(workload: dict, **top):

@@ -227,7 +227,8 @@ def test_silicon_rows_become_closed_loop_cases(tmp_path):
     assert c["model"] == "qwen3-32b" and c["dtype"] == "bf16" and c["parallel"]["tp"] == 2
     loop = c["workload"]["closed_loop"]
     assert (loop["concurrency"], loop["input_len"], loop["output_len"]) == (8, 1024, 128)
-    assert loop["warmup_requests"] == 8 and loop["num_requests"] == 24
+    # ten requests per client, the first wave counted (AIConfigurator's benchmark runners)
+    assert "warmup_requests" not in loop and loop["num_requests"] == 80
     # Little's law: 8 requests in flight, each 154.2 + 127 x 18 ms, 128 tokens
     assert c["measured"]["output_throughput"] == pytest.approx(8 * 128 / 2.4402, rel=1e-4)
     assert cases[1]["dtype"] == "fp4" and cases[1]["parallel"]["ep"] == 4
@@ -445,11 +446,11 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
     assert [t["target"] for t in v["targets"]][:3] == [
         "vLLM rows of the silicon sample on H100/H200"
     ] * 3
-    # the vLLM row: 4 settings, and its first wave counted (it has warm-up requests); the
-    # LLMServingSim run: cold / warm
+    # the vLLM row: 4 settings, and its first wave left out (it counts it, ten requests per
+    # client); the LLMServingSim run: cold / warm
     band = v["settings_band"]
     assert band["num_cases"] == 2 and band["num_extra_runs"] == 4 + 1
-    assert len(band["settings"]) == 5 and v["slices"]
+    assert len(band["settings"]) == 6 and v["slices"]
     report = (out / "report.md").read_text()
     assert "## Targets" in report and "python -m sim.validation_suite" in report
     assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()

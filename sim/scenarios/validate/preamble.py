@@ -186,9 +186,11 @@ def band_lines(band: SettingsBand, table: Sequence[Row]) -> list[str]:
         f"prefix cache was warm from an earlier run of the same prompts, so the "
         f"{len(band.cases)} {md_text('/'.join(engines)) or 'chosen'} cases are simulated under "
         "every plausible setting (`workload.stagger`, `workload.cache_warm` and, for a closed "
-        "loop with warm-up requests, the first wave counted, `workload.warmup_requests=0`, as "
-        "`vllm bench serve` counts it; a setting a case states is kept; an open loop has no "
-        "client start to vary). validation.csv's "
+        "loop, its first wave treated the other way: counted, `workload.warmup_requests=0`, "
+        "where the case leaves a warm-up out, left out, one wave more sent first, where the "
+        "case counts it, as the silicon cases do after AIConfigurator's benchmark runners; a "
+        "setting a case states is kept; an open loop has no client start to vary). "
+        "validation.csv's "
         "band_low/band_high give each case's lowest and highest prediction over them "
         f"({band.num_runs} extra simulations, {band.num_failed} failed).",
         "",

@@ -5,8 +5,11 @@ highest] over them (issue 23, item 4; issue 43, item 3).
 
 The settings are {clients started together, spread over one request lifetime
 (workload.stagger)} x {prefix cache cold, warm from an earlier run of the same prompts
-(workload.cache_warm)}, and for a closed loop with warm-up requests one more: clients together,
-cache cold, the first wave counted (workload.warmup_requests=0). `vllm bench serve` starts every
+(workload.cache_warm)}, and for a closed loop one more, clients together and cache cold with its
+first wave treated the other way: counted (workload.warmup_requests=0) where the case leaves a
+warm-up out, left out (one wave more sent first, workload.warmup_requests=concurrency) where the
+case counts it, as AIConfigurator's silicon cases do (importers/silicon.py, from its benchmark
+runners). `vllm bench serve` starts every
 client of its measured run at once and counts every request of it (its --num-warmups requests
 run before, apart: vllm/benchmarks/serve.py, vllm-project/vllm commit 009e6d4a), so the burst
 of the first wave is in its means; AIPerf leaves a warm-up out only when asked
@@ -34,12 +37,15 @@ from sim.scenarios.validate.validation import Accuracy, Row, accuracy, rows
 # (workload.stagger, workload.cache_warm), with a third item True for the first wave counted
 Setting = tuple[bool, ...]
 FIRST_WAVE: Setting = (False, False, True)  # together, cold, workload.warmup_requests=0
+# together, cold, one more wave sent first and left out (workload.warmup_requests=concurrency)
+FIRST_WAVE_OUT: Setting = (False, False, False)
 SETTINGS: tuple[Setting, ...] = (
     (False, False),
     (True, False),
     (False, True),
     (True, True),
     FIRST_WAVE,
+    FIRST_WAVE_OUT,
 )
 SPREAD_COLD: Setting = (True, False)  # the former client-start sensitivity
 SENSITIVITY_METRICS = ("mean_tpot_ms", "output_throughput", "mean_ttft_ms")
@@ -50,6 +56,7 @@ def setting_name(setting: Setting) -> str:
     return (
         f"clients {'spread' if stagger else 'together'}, prefix cache {'warm' if warm else 'cold'}"
         + (", first wave counted" if _counted(setting) else "")
+        + (", first wave left out" if _left_out(setting) else "")
     )
 
 
@@ -57,8 +64,8 @@ def plausible(case: Case) -> list[Setting]:
     """The settings (stagger, cache_warm, first wave counted) a case may have run under, as
     SETTINGS keys: a setting its workload states stays as stated; an open loop has no client
     start to vary, so both client starts stand for its one run per cache setting; a closed
-    loop with warm-up requests that may have started together, cold, may also have counted
-    its first wave."""
+    loop that may have started together, cold, may also have treated its first wave the other
+    way (counted it where the case leaves a warm-up out, left it out where the case counts it)."""
     body = next(iter(case.data["workload"].values()))
     stated = body if isinstance(body, dict) else {}
     wl = case.config.workload
@@ -68,13 +75,17 @@ def plausible(case: Case) -> list[Setting]:
         starts = [wl.stagger] if "stagger" in stated else [False, True]
     warms = [wl.cache_warm] if "cache_warm" in stated else [False, True]
     out: list[Setting] = [(s, w) for s in starts for w in warms]
-    if wl.kind == "closed_loop" and wl.warmup_requests and (False, False) in out:
-        out.append(FIRST_WAVE)
+    if wl.kind == "closed_loop" and (False, False) in out:
+        out.append(FIRST_WAVE if wl.warmup_requests else FIRST_WAVE_OUT)
     return out
 
 
 def _counted(setting: Setting) -> bool:
     return len(setting) > 2 and setting[2]
+
+
+def _left_out(setting: Setting) -> bool:
+    return len(setting) > 2 and not setting[2]
 
 
 def _run_key(case: Case, setting: Setting) -> Setting:
@@ -93,6 +104,9 @@ def _variant(case: Case, key: Setting) -> Case:
     workload = replace(case.config.workload, stagger=key[0], cache_warm=key[1])
     if _counted(key):
         workload = replace(workload, warmup_requests=0)
+    elif _left_out(key):  # a wave more, sent first and left out: the steady state alone
+        c = workload.concurrency
+        workload = replace(workload, num_requests=workload.num_requests + c, warmup_requests=c)
     return replace(case, config=replace(case.config, workload=workload))
 
 
@@ -159,6 +173,7 @@ class SettingsBand:
                     "stagger": s[0],
                     "cache_warm": s[1],
                     "first_wave_counted": _counted(s),
+                    "first_wave_left_out": _left_out(s),
                     "num_cases": len(self.results.get(s, {})),
                     **acc.summary,
                 }
