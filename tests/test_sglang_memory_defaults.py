@@ -109,3 +109,21 @@ def test_the_fraction_moves_the_kv_pool():
     # 0.045 of 81559 MiB = 3670 MiB less for the pool
     assert kv_old - kv_new == pytest.approx((0.88 - 0.835) * 81559 * 2**20, rel=0.01)
     assert kv_new > 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpu", "tp", "model", "fraction", "chunk", "graph_max"),
+    [
+        # 0.5.10: + 8 MiB per piecewise prefill graph (42 token counts up to 2048, 58 up to 8192)
+        ("sglang@0.5.10", "rtx-4090", 1, "llama-3.1-8b", 0.83, 2048, 24),  # 4096 MiB reserved
+        ("sglang@0.5.10", "h100-sxm", 1, "qwen3-32b", 0.83, 8192, 256),  # 13904 MiB
+        # an MLA backend's prefill graphs: 1.5 GiB (512 + 12288 + 1024 + 1024 + 1536 MiB)
+        ("sglang@0.5.10", "h200", 8, "deepseek-v3", 0.886, 8192, 512),
+        # 0.5.23 (arg_groups/memory_hook.py): chunk 4096 and graphs to 48 / 160 below 35 GiB
+        ("sglang@0.5.23", "rtx-4090", 4, "llama-3.1-8b", 0.672, 4096, 160),
+    ],
+)
+def test_piecewise_graph_reserve_from_0_5_10(spec, gpu, tp, model, fraction, chunk, graph_max):
+    s = settings(spec, gpu, tp, model)
+    assert s.gpu_memory_utilization == fraction
+    assert (s.max_num_batched_tokens, max(s.cudagraph_capture_sizes)) == (chunk, graph_max)

@@ -201,7 +201,8 @@ def defaults(
     cpu, rule = cpu_overheads("sglang", release)
     for knob, value in cpu.items():
         put(knob, value, rule)
-    frac, why = sglang_memory.mem_fraction(v, mem_mib, tp, chunk, graph_bs)
+    mla = model.mla is not None
+    frac, why = sglang_memory.mem_fraction(v, mem_mib, tp, chunk, graph_bs, mla)
     put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why} (srt/server_args.py)")
     backend, page, _ = attention_backend(engine, release, hw, model, "auto")
     put(

@@ -17,9 +17,11 @@ Read from each release's srt/server_args.py and model_executor/cuda_graph_runner
   chunk and cuda_graph_max_bs by GPU tier, then reserve = 512 MiB + 1.5 x max(chunk, 2048) MiB
   + 2 x cuda_graph_max_bs MiB + TP x PP / 8 GiB, at least 10 GiB above 60 GiB; the capture
   sizes are 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32. Below 35 GiB at
-  TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.6-0.5.9), 48 (0.5.10 on). Piecewise CUDA graphs
-  are off by default through 0.5.9 (enable_piecewise_cuda_graph False), so their reserve is not
-  added before 0.5.10.
+  TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.6-0.5.10.post1; 80 at TP >= 4), 48 (0.5.23,
+  160 at TP >= 4, chunk 4096; srt/arg_groups/memory_hook.py). Piecewise CUDA graphs are off by
+  default through 0.5.9 (enable_piecewise_cuda_graph False) and on from 0.5.10
+  (disable_piecewise_cuda_graph False): 8 MiB more per captured token count, 1.5 GiB for an MLA
+  backend (read in 0.5.10 and 0.5.10.post1; 0.5.23's memory_hook.py reserves the same).
 The family interface passes the TP size alone: PP is taken as 1.
 """
 
@@ -62,10 +64,11 @@ def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
             f"up to {bs} (160; 256 above 90 GiB; 512 above 160,000 MiB)"
         )
         return chunk, bs, rule
-    small_bs = 16 if v < (0, 5, 6) else 24 if v < (0, 5, 10) else 48
+    newest = v >= (0, 5, 23)  # srt/arg_groups/memory_hook.py: chunk 4096, graphs 48 / 160
+    small_bs = 16 if v < (0, 5, 6) else 48 if newest else 24
     tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
         (20, 2048, 8, 8),
-        (35, 4096 if v >= (0, 5, 23) else 2048, small_bs, 80 if v < (0, 5, 10) else 160),
+        (35, 4096 if newest else 2048, small_bs, 160 if newest else 80),
         (60, 4096, 32, 160),
         (160, 8192, 256, 512),
     )
@@ -75,8 +78,11 @@ def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
     return 16384, 512, f"GPU memory {gib:.0f} GiB >= 160"
 
 
-def mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple[float, str]:
-    """(mem_fraction_static, why) by release `v`, GPU memory, TP and the two derived sizes."""
+def mem_fraction(
+    v, mem_mib: float, tp: int, chunk: int, graph_bs: int, mla: bool = False
+) -> tuple[float, str]:
+    """(mem_fraction_static, why) by release `v`, GPU memory, TP, the two derived sizes and
+    whether the model runs an MLA attention backend."""
     if v < (0, 4, 8):
         if v >= (0, 4, 0) and mem_mib > 81920:
             return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
@@ -97,11 +103,13 @@ def mem_fraction(v, mem_mib: float, tp: int, chunk: int, graph_bs: int) -> tuple
         return frac, f"(GPU memory - reserve) / GPU memory, reserve {how}"
     reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + tp / 8 * GIB
     parts = "512 MiB + 1.5 x chunk + 2 x cuda_graph_max_bs + TP / 8 GiB"
-    if v >= (0, 5, 10):
-        # piecewise prefill graphs (on by default from 0.5.10): 8 MiB per captured size, the
-        # number of sizes approximated from chunked_prefill_size
-        reserved += 8 * (37 + chunk // 512)
-        parts += " + 8 MiB per prefill graph"
+    if v >= (0, 5, 10):  # piecewise prefill graphs, on by default from 0.5.10
+        if mla:
+            reserved += 1.5 * GIB
+            parts += " + 1.5 GiB for the MLA backend's prefill graphs"
+        else:
+            reserved += 8 * len(prefill_graph_tokens(chunk))
+            parts += " + 8 MiB per prefill graph"
     if mem_mib > 60 * GIB:
         reserved = max(reserved, MIN_RESERVE_MIB)
         parts += ", at least 10 GiB"
@@ -127,3 +135,17 @@ def capture_sizes(v, max_bs: int) -> tuple[tuple[int, ...], str]:
         ]
         why = f"1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32, to {max_bs}"
     return tuple(s for s in sizes if s <= max_bs), why
+
+
+def prefill_graph_tokens(max_tokens: int) -> tuple[int, ...]:
+    """The token counts 0.5.10's piecewise CUDA graphs capture, up to `max_tokens` (the chunk
+    for a non-MLA model; server_args.py _generate_piecewise_cuda_graph_tokens)."""
+    sizes = (
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_tokens + 1, 512),
+    )
+    return tuple(s for s in sizes if s <= max_tokens)
