@@ -19,7 +19,8 @@ def settings(spec: str, gpu: str, tp: int = 1, model: str = "llama-3.1-8b"):
 @pytest.mark.parametrize(
     ("spec", "rule_set"),
     [
-        ("sglang@0.4.7", "0.4.6"),
+        ("sglang@0.4.6", "0.4.6"),
+        ("sglang@0.4.7.post1", "0.4.7"),
         ("sglang@0.4.8", "0.4.8"),
         ("sglang@0.5.1.post1", "0.4.8"),
         ("sglang@0.5.2", "0.4.8"),
@@ -37,7 +38,11 @@ def test_each_release_takes_the_rules_read_for_it(spec, rule_set):
 @pytest.mark.parametrize(
     ("spec", "gpu", "tp", "fraction"),
     [
-        # 0.4.6 / 0.4.7: the table by TP up to 81,920 MiB
+        # 0.4.6 / 0.4.7: the table by TP up to 81,920 MiB; 0.4.7 above 96 GiB: the smaller of
+        # 0.88 + 48 GiB x 0.12 / memory and (memory - 18 GiB) / memory, not rounded
+        ("sglang@0.4.6", "h200", 1, round((143771 - 13 * 1024) / 143771, 3)),
+        ("sglang@0.4.7", "h200", 1, (143771 - 18432) / 143771),
+        ("sglang@0.4.7", "b200", 1, 0.79),
         ("sglang@0.4.7", "h100-sxm", 1, 0.88),
         ("sglang@0.4.7", "h100-sxm", 8, 0.81),
         # 0.4.8-0.5.2: (memory - (9.5 + TP / 2) GiB) / memory below 90 GiB, 12 GiB base below 160

@@ -15,7 +15,7 @@ opt-in in 0.3.4-0.3.5 (enable_overlap_schedule); no GPU-memory tiers (chunk 8192
 5120. 0.3.0-0.3.3 also run up to 10 decode steps between admissions (num_continue_decode_steps),
 but stop after one when a running request streams, as every simulated request does.
 
-0.4.8, 0.5.3 and 0.5.6 (wheels; 0.5.1.post1, 0.5.2, 0.5.6.post2, 0.5.8.post1 and 0.5.9 read
+0.4.7, 0.4.8, 0.5.3 and 0.5.6 (wheels; 0.5.1.post1, 0.5.2, 0.5.6.post2, 0.5.8.post1 and 0.5.9 read
 beside them, the same rules) differ from their neighbours in the GPU-memory defaults
 (sim/engines/sglang_memory.py) and in retraction (managers/schedule_batch.py retract_decode):
 until 0.5.2 a batch retracts until 20 decode steps' tokens per request are free; from 0.5.3 until
@@ -44,6 +44,7 @@ RELEASES = (
     "0.3.5",
     "0.3.6",
     "0.4.6",
+    "0.4.7",
     "0.4.8",
     "0.5.3",
     "0.5.6",

@@ -7,6 +7,9 @@ Read from each release's srt/server_args.py and model_executor/cuda_graph_runner
 - 0.3.0-0.3.5: chunk 8192 and graphs up to 160 on every GPU; mem_fraction_static by TP.
 - 0.3.6, 0.4.6: below 25,000 MiB chunk 2048 and small graphs; mem_fraction_static by TP up to
   81,920 MiB, (memory - 13 GiB) / memory above (0.4.6).
+- 0.4.7 (wheel): the same table by TP x PP up to 81,920 MiB; above it 0.88, 0.79 above 180,000
+  MiB, and above 96 GiB min(0.88 + 48 GiB x 0.12 / memory, (memory - 18 GiB) / memory); chunk
+  16384 above 180,000 MiB; graphs to 256 above 96 GiB, 512 above 180,000 MiB.
 - 0.4.8 .. 0.5.2 (read in 0.4.8, 0.5.1.post1 and 0.5.2): mem_fraction_static = (memory -
   reserve) / memory, the reserve fixed by GPU size: (2.8 + TP x PP / 10) GiB below 35 GiB,
   (9.5 + TP x PP / 2) GiB below 90 GiB, (12 + TP x PP / 2) GiB below 160 GiB, 32 GiB above;
@@ -52,6 +55,10 @@ def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
         if mem_mib < 25000:
             bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
             return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000"
+        if v >= (0, 4, 7):  # graphs 168..256 above 96 GiB, 272..512 above 180,000 MiB
+            chunk = 16384 if mem_mib > 180000 else 8192
+            bs = 512 if mem_mib > 180000 else 256 if mem_mib > 96 * GIB else CAPTURE_MAX
+            return chunk, bs, f"GPU memory {mem_mib:.0f} MiB (tiers at 96 GiB and 180,000 MiB)"
         bs = 256 if v >= (0, 4, 0) and mem_mib > 81920 else 160
         return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
     if v < (0, 5, 3):
@@ -83,6 +90,8 @@ def mem_fraction(
 ) -> tuple[float, str]:
     """(mem_fraction_static, why) by release `v`, GPU memory, TP, the two derived sizes and
     whether the model runs an MLA attention backend."""
+    if (0, 4, 7) <= v < (0, 4, 8) and mem_mib > 81920:
+        return _mem_fraction_047(mem_mib, tp)
     if v < (0, 4, 8):
         if v >= (0, 4, 0) and mem_mib > 81920:
             return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
@@ -115,6 +124,17 @@ def mem_fraction(
         parts += ", at least 10 GiB"
     frac = round((mem_mib - reserved) / mem_mib, 3)
     return frac, f"(GPU memory - {reserved:.0f} MiB reserved: {parts}) / GPU memory"
+
+
+def _mem_fraction_047(mem_mib: float, tp: int) -> tuple[float, str]:
+    """0.4.7 above 81,920 MiB: 0.88, then 0.79 above 180,000 MiB, or above 96 GiB the smaller of
+    0.88 + 48 GiB x 0.12 / memory and (memory - 18 GiB) / memory (not rounded)."""
+    if mem_mib > 180000:
+        return 0.79, "0.79 (GPU memory above 180,000 MiB)"
+    if mem_mib > 96 * GIB:
+        frac = min(0.88 + 48 * GIB * 0.12 / mem_mib, (mem_mib - 18 * GIB) / mem_mib)
+        return frac, "min(0.88 + 48 GiB x 0.12 / GPU memory, (GPU memory - 18 GiB) / GPU memory)"
+    return 0.88, f"0.88 at TP {tp} (GPU memory 80-96 GiB)"
 
 
 def capture_sizes(v, max_bs: int) -> tuple[tuple[int, ...], str]:
