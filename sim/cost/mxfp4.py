@@ -1,0 +1,92 @@
+"""MXFP4 experts in vLLM: which kernel a release runs them with on each GPU, and the rate vLLM's
+Marlin MoE sustains where it runs them (issue 43: GPUStack's gpt-oss runs, vLLM 0.10.2-0.11.0 on
+A100 and H100, priced 2x too fast).
+
+**The kernel.** `get_mxfp4_backend` (model_executor/layers/quantization/mxfp4.py, read in the
+0.11.0, 0.12.0 and 0.14.0 wheels, `pip download vllm==X --no-deps`): below SM100, FlashInfer's
+MXFP4 MoE runs only when asked for (VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, off by default in
+envs.py); otherwise the OpenAI Triton kernels (`matmul_ogs`) run where the `triton_kernels`
+package imports, else Marlin (`fused_marlin_moe`, a W4A16 kernel on Ampere's mma.sync).
+- 0.10.x-0.11.x: Triton from SM90 up if `triton_kernels` is installed; the 0.11.0 wheel does not
+  carry it and `pip install vllm` does not install it (utils/__init__.py has_triton_kernels
+  imports `triton_kernels` alone), so Marlin runs on SM80-SM90. vLLM 0.10.1 on an H100 logged
+  Marlin's FP4 warning and its padded weights (vllm-project/vllm#23278; sim/kv/memory.py
+  marlin_mxfp4_padding_bytes).
+- 0.12.0 on: the wheel vendors the package (vllm/third_party/triton_kernels, found by
+  utils/import_utils.py has_triton_kernels) and takes it on SM90-SM100 only
+  (`(9, 0) <= capability < (11, 0)`), so Hopper runs Triton and Ampere / Ada keep Marlin.
+
+**Marlin's rate.** AIConfigurator's vLLM 0.24 MoE tables time vLLM's Marlin MXFP4 experts
+(kernel_source vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu, hidden
+3,584, intermediate 3,072, 896 experts, top-16, balanced routing; ai-dynamo/aiconfigurator
+perf_data/{h100_sxm,h200_sxm}/moe/vllm/0.24.0/moe_perf.parquet, ../shared/data/aiconfigurator)
+beside the OpenAI Triton kernel at gpt-oss's shapes. At TP1 Marlin levels off at 190-232 TFLOP/s
+on both GPUs from about 30 tokens per expert on (H100: 192 at 37, 214 at 55, 230 at 293; H200:
+187, 220, 232), where the Triton kernel reaches 527-563 on the H100 at gpt-oss-20b's shapes (32
+experts, top-4, 2,048-16,384 tokens). vLLM's fused Marlin MoE never runs faster than its best
+measured rate, so its experts cost at least their FLOPs over that rate (marlin_floor_s): the
+measured MoE table of the GPU still prices what is slower (small batches, weight reads).
+- H100 SXM and H200: their own best rate at TP1 (230 and 232 TFLOP/s, 16,384 tokens).
+- A100 (80 and 40 GB): no Marlin MoE table is public (AIConfigurator's A100 vLLM 0.14 table
+  times BF16 experts alone). Marlin issues the same mma.sync instructions on both dies, and a
+  Hopper SM runs them at least as fast per clock as an Ampere SM, so the H100's rate scaled by
+  SM count x boost clock (108 x 1.41 GHz against 132 x 1.98 GHz, NVIDIA's A100 and H100 SXM
+  datasheets) is an upper bound on the A100's: 134 TFLOP/s, 43% of its dense BF16 peak.
+- Other GPUs: no floor (no measured or bounded rate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.engines.versions import version_tuple
+from sim.specs.hardware import Hardware
+
+VENDORED_FROM = (0, 12, 0)  # the wheel carries triton_kernels (vllm/third_party/)
+MARLIN_MOE_FLOPS_PER_S = {"h100-sxm": 2.30e14, "h200": 2.32e14}  # measured best, TP1
+H100_SM_CLOCK = 132 * 1.98e9  # SMs x boost clock of the GPU whose rate is scaled
+SM_CLOCK = {"a100-80gb": 108 * 1.41e9, "a100-40gb": 108 * 1.41e9}  # bounded by the H100's
+
+
+def mxfp4_moe_kernel(engine: str, release: str, hardware: Hardware) -> tuple[str, str]:
+    """(kernel, rule) of vLLM's MXFP4 experts on `hardware`: "marlin", "triton" (OpenAI's
+    triton_kernels) or "other" (FlashInfer on SM100, other vendors, other engines)."""
+    if engine != "vllm" or hardware.vendor != "nvidia":
+        return "other", f"{engine} on {hardware.name}: not vLLM's CUDA MXFP4 selection"
+    major, minor = (int(x) for x in hardware.compute_capability.split(".")[:2])
+    at = f"vllm {release}, compute capability {hardware.compute_capability}"
+    if major == 10:
+        return "other", f"{at}: FlashInfer's MXFP4 MoE (SM100)"
+    if version_tuple(release) >= VENDORED_FROM:
+        if (9, 0) <= (major, minor) < (11, 0):
+            return "triton", f"{at}: triton_kernels vendored in the wheel (0.12.0 on), SM90"
+        return "marlin", f"{at}: triton_kernels taken on SM90-SM100 only -> Marlin"
+    return "marlin", f"{at}: triton_kernels not installed with the 0.10-0.11 wheels -> Marlin"
+
+
+def marlin_rate(hardware: Hardware) -> float | None:
+    """FLOP/s vLLM's Marlin MoE sustains at best on `hardware` (None: not known)."""
+    if hardware.name in MARLIN_MOE_FLOPS_PER_S:
+        return MARLIN_MOE_FLOPS_PER_S[hardware.name]
+    if hardware.name in SM_CLOCK:
+        return MARLIN_MOE_FLOPS_PER_S["h100-sxm"] * SM_CLOCK[hardware.name] / H100_SM_CLOCK
+    return None
+
+
+def runs_marlin(engine: str, release: str, hardware: Hardware, expert_dtype: str) -> bool:
+    """Whether the release runs a model's routed experts in MXFP4 on Marlin on `hardware`
+    with a known rate (the experts' weight format is fp4)."""
+    if expert_dtype != "fp4" or marlin_rate(hardware) is None:
+        return False
+    return mxfp4_moe_kernel(engine, release, hardware)[0] == "marlin"
+
+
+def marlin_floor_s(hardware: Hardware, tokens, hidden, inter, topk) -> np.ndarray:
+    """Least seconds of one layer's Marlin MoE on one GPU: `tokens` routed to `topk` experts of
+    `hidden` x `inter` (this GPU's slice), the gate/up (2 x inter outputs) and down GEMMs, at
+    the GPU's best measured Marlin rate."""
+    rate = marlin_rate(hardware)
+    if rate is None:
+        raise ValueError(f"no Marlin MoE rate for {hardware.name}")
+    flops = 2.0 * np.asarray(tokens, dtype=np.float64) * topk * 3.0 * hidden * inter
+    return flops / rate
