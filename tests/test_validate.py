@@ -198,6 +198,24 @@ def test_catalogue_names_from_huggingface_ids():
     assert catalogue_model("zhipuai/GLM-5") == ("zhipuai/GLM-5", None)
 
 
+def test_silicon_rows_with_experts_over_more_gpus_than_their_tp_are_skipped(tmp_path):
+    """vLLM's data-parallel attention: tp_size 2 with moe_tp_size 4 is four GPUs whose experts
+    span all four; simulated as TP2 it would be half the deployment, so the row is skipped
+    and counted, as the disaggregated ones are."""
+    path = tmp_path / "silicon.csv"
+    path.write_text(
+        "id,backend,backend_version,model_path,system,mode,isl,osl,batch_size,tp_size,"
+        "moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
+        "dp,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,8000,100,4,2,4,1,820.5,43.8\n"
+        "tp,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,8000,100,4,4,4,1,642.2,30.1\n"
+        "blank,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,1024,128,8,2,,0,154.2,18.0\n"
+    )
+    cases, skipped = silicon(path, tmp_path / "cases.yaml")
+    assert [c["id"] for c in cases] == ["aic-tp", "aic-blank"]
+    (why,) = skipped
+    assert skipped[why] == 1 and "data-parallel attention" in why
+
+
 def test_silicon_rows_become_closed_loop_cases(tmp_path):
     path = tmp_path / "silicon.csv"
     header = (

@@ -78,7 +78,27 @@ def _skipped_because(row) -> str | None:
     ttft, tpot = finite_float(row.silicon_ttft_ms), finite_float(row.silicon_tpot_ms)
     if not (ttft > 0 and tpot > 0):
         return "no measured TTFT/TPOT"
+    if _moe_gpus(row) > _attention_gpus(row):
+        # vLLM's data-parallel attention: the experts span dp x tp GPUs (moe_tp_size), the
+        # attention tp_size of them; the simulator splits experts over the replica's TP only
+        return "experts over more GPUs than the attention's TP (data-parallel attention)"
     return None
+
+
+def _moe_gpus(row) -> int:
+    """GPUs the row's experts span: moe_tp_size x moe_ep_size."""
+    return _whole(row, "moe_tp_size") * _whole(row, "moe_ep_size")
+
+
+def _attention_gpus(row) -> int:
+    """GPUs of the row's attention: tp_size x pp_size x attention_dp_size."""
+    return _whole(row, "tp_size") * _whole(row, "pp_size") * _whole(row, "attention_dp_size")
+
+
+def _whole(row, key: str) -> int:
+    """An optional whole-number column; blank, 0 or absent reads as 1."""
+    v = finite_float(getattr(row, key, 1))
+    return int(v) if v >= 1 else 1
 
 
 def _case(row, path: Path) -> dict:
