@@ -8,6 +8,19 @@ batch size, beside a prefill or not) and summed in order; decode() prices many s
 plain Python (short runs) and decode_one() one step, with the same operations in the same
 order, hence the same bits. MLA, sparse
 attention's indexer and linear attention are priced by the roofline prior (sim/cost/kernels.py).
+
+vLLM's Triton attention (TRITON_ATTN: gpt-oss's attention sinks, FP8 KV caches on GPUs other
+than Hopper) has no measured prefill table; it is priced by the nearest backend's (FlashAttention
+2 on an A100), and no faster than the keys and values its kernel streams through the L2 cache
+(triton_stream_s): vLLM 0.11.0's attention/ops/triton_unified_attention.py (unified_attention,
+kernel_unified_attention_2d) runs one program per BLOCK_Q query tokens of a sequence and KV
+head, BLOCK_Q = BLOCK_M / (query heads per KV head), BLOCK_M = 16 up to 16 of them, and each
+program reads every key and value up to its last query's causal limit (its window, for sliding
+layers) in tiles of 32: gpt-oss (64 query heads over 8 KV heads) re-reads the cache once per
+two prompt tokens. Those bytes over the L2
+cache's bandwidth bound the time from below (A100: 5,120 bytes per clock at 1.41 GHz, 7,219
+GB/s, Table 3 of PMC10448217, https://pmc.ncbi.nlm.nih.gov/articles/PMC10448217/; other GPUs:
+no bound).
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ from sim.specs.model import Attention, Layer, ModelSpec
 # first (upgrade_diff's mixtures, a sweep's points in one worker) skip most of the pricing.
 SHARED_TABLES_MAX = 2048  # tables kept; beyond, the oldest are forgotten (not the run's own)
 _SHARED: dict[tuple, ContextTable] = {}
+L2_BYTES_PER_S = {"a100-80gb": 7.219e12, "a100-40gb": 7.219e12}  # see above
+TRITON_TILE_ROWS = 16  # BLOCK_M of vLLM's unified Triton attention (up to 16 heads per KV head)
 
 
 class AttentionCost:
@@ -71,6 +86,10 @@ class AttentionCost:
         self._decode_info: list | None = None  # see _decode_terms
         self._plans: dict[tuple[int, bool], list] = {}  # see _decode_plan
         self._prefill_plan: list | None = None  # see prefill
+        # the L2 bandwidth bounding vLLM's Triton prefill (None: another backend or GPU)
+        self.l2_bytes_per_s = (
+            L2_BYTES_PER_S.get(pricer.hardware.name) if backend == "TRITON_ATTN" else None
+        )
 
     def set_prefill_density(self, density: float) -> None:
         """Sparse prefill (the long-context remedy, sim/scenarios/long_context/
@@ -154,7 +173,10 @@ class AttentionCost:
             key = (index, q, c, n)
             value = memo.get(key)
             if value is None:
-                value = memo[key] = self.pricer.prefill_chunk_s(q, c, n, shape)
+                value = self.pricer.prefill_chunk_s(q, c, n, shape)
+                if self.l2_bytes_per_s is not None:
+                    value = max(value, triton_stream_s(q, c, shape, self.l2_bytes_per_s))
+                memo[key] = value
             total += value
         return total
 
@@ -323,6 +345,23 @@ class AttentionCost:
                 for index, (layer, count) in enumerate(self.layers)
             ]
         return self._decode_info
+
+
+def triton_stream_s(q: int, c: int, shape, l2_bytes_per_s: float) -> float:
+    """Least seconds of vLLM's unified Triton attention over one prefill chunk (q new tokens
+    after c cached) in one layer: the keys and values each program streams through the L2
+    cache (see the module's docstring). 0 for chunked-local and sparse attention."""
+    if shape.chunked or shape.density != 1.0 or q <= 0:
+        return 0.0
+    per_kv = max(1, int(shape.heads // shape.kv_heads))  # query heads per KV head
+    rows = TRITON_TILE_ROWS if per_kv <= TRITON_TILE_ROWS else 1 << (per_kv - 1).bit_length()
+    block_q = max(1, rows // per_kv)
+    programs = -(-q // block_q)
+    keys = c + (q + block_q) / 2  # the mean prefix a program reads
+    if shape.window:
+        keys = min(keys, float(shape.window) + block_q - 1)
+    nbytes = programs * keys * float(shape.kv_heads) * float(shape.head_dim) * 2 * shape.kv_bytes
+    return nbytes / l2_bytes_per_s
 
 
 def _row_sums(values, contexts: list[int], steps: int) -> list[float]:
