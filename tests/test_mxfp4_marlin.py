@@ -3,7 +3,7 @@
 vLLM 0.24 tables measure it, and the floor it puts under a step's MoE time.
 
 The cost model applies the floor through `CostModel.marlin_moe` in sim/cost/step.py
-(`_per_token_count`); the tests of the priced step are xfail (strict) until that hook is in."""
+(`_per_token_count`)."""
 
 from __future__ import annotations
 
@@ -86,12 +86,6 @@ def cost_model(release: str, gpu: str) -> CostModel:
     return CostModel(model, settings, 1, "auto", pricer, PRIOR)
 
 
-HOOK = pytest.mark.xfail(
-    strict=True, reason="CostModel.marlin_moe (sim/cost/step.py) is the lead's hook"
-)
-
-
-@HOOK
 @pytest.mark.parametrize("gpu", ["a100-80gb", "h100-sxm"])
 def test_a_prefill_steps_experts_cost_at_least_marlins_floor_under_0_11(gpu):
     cm = cost_model("0.11.0", gpu)
@@ -101,7 +95,6 @@ def test_a_prefill_steps_experts_cost_at_least_marlins_floor_under_0_11(gpu):
     assert cm.batch_cost([8192], [0], 1).moe_s >= floor * (1 - 1e-9)
 
 
-@HOOK
 def test_hopper_under_0_12_keeps_the_measured_triton_table():
     later, marlin = cost_model("0.12.0", "h100-sxm"), cost_model("0.11.0", "h100-sxm")
     assert not later.marlin_moe

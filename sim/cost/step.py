@@ -39,6 +39,7 @@ import numpy as np
 from sim.cost.attention import AttentionCost
 from sim.cost.comm import Topology, allreduce_s, logits_gather_s, stage_send_s
 from sim.cost.kernels import KernelPricer
+from sim.cost.mxfp4 import marlin_floor_s, runs_marlin
 from sim.cost.prior import CostProfile
 from sim.cost.run_pricing import RunPricing
 from sim.cost.speculative import verify_cost
@@ -147,6 +148,10 @@ class CostModel(RunPricing):
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
         self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)
         self.expert_dtype = _gemm_dtype(dtype)
+        # vLLM's Marlin MXFP4 experts: at least their FLOPs at Marlin's rate (sim/cost/mxfp4.py)
+        self.marlin_moe = runs_marlin(
+            settings.engine, settings.version, pricer.hardware, self.expert_dtype
+        )
         self.kv_dtype = "fp8" if settings.kv_cache_dtype == "fp8" else "bf16"
         self.heads = model.num_q_heads // tp
         self.kv_heads = kv_heads_per_gpu(model, tp)
@@ -166,8 +171,9 @@ class CostModel(RunPricing):
         # by token count, and by batch size: shared with every cost model of this process that
         # prices the same model alike (a sweep's points in one worker, upgrade_diff's runs)
         self._memo, self._lm_head, self._page_floors = _token_memos(
-            pricer, model, tp, ep, self.dense_dtype, self.expert_dtype, self.topology
-        )
+            pricer, model, tp, ep, self.dense_dtype,
+            self.expert_dtype + ("+marlin" if self.marlin_moe else ""), self.topology,
+        )  # fmt: skip
         self._priced_once = False
         self._decode_base: dict[int, StepCost] = {}  # see decode_run
         self._decode_floor: dict[int, float] = {}  # see decode_floor_s
@@ -371,10 +377,14 @@ class CostModel(RunPricing):
                 else:  # a 1/tp slice of every expert
                     args = (t, h, e.expert_intermediate_size / tp, e.num_experts)
                 tokens, hidden, inter, experts = args
-                moe = moe + term.count * pr.moe_s(
+                experts_s = pr.moe_s(
                     tokens, hidden, inter, e.experts_per_token, experts, self.expert_dtype,
                     max(self.ep, 1),
                 )  # fmt: skip
+                if self.marlin_moe:
+                    floor = marlin_floor_s(pr.hardware, tokens, hidden, inter, e.experts_per_token)
+                    experts_s = np.maximum(experts_s, floor)
+                moe = moe + term.count * experts_s
             for kind, per_token in term.elementwise:
                 if per_token:
                     elementwise = elementwise + term.count * pr.elementwise_s(t * per_token, kind)
