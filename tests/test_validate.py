@@ -247,6 +247,14 @@ def test_silicon_rows_become_closed_loop_cases(tmp_path):
     assert (loop["concurrency"], loop["input_len"], loop["output_len"]) == (8, 1024, 128)
     # ten requests per client, the first wave counted (AIConfigurator's benchmark runners)
     assert "warmup_requests" not in loop and loop["num_requests"] == 80
+    # the server AIConfigurator's generator launches for 8 clients of 1024 + 128 tokens
+    assert c["engine_args"] == {
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 8 + 1024 + 1500,
+        "max_model_len": 1024 + 128 + 1500,
+        "enable_prefix_caching": False,
+    }
+    assert "engine_args" not in cases[1]  # SGLang's rows keep its defaults
     # Little's law: 8 requests in flight, each 154.2 + 127 x 18 ms, 128 tokens
     assert c["measured"]["output_throughput"] == pytest.approx(8 * 128 / 2.4402, rel=1e-4)
     assert cases[1]["dtype"] == "fp4" and cases[1]["parallel"]["ep"] == 4
