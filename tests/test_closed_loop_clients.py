@@ -16,6 +16,7 @@ from sim.run.simulate import simulate
 from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.runs import run_all
 from sim.scenarios.validate.settings import (
+    DEFAULT_LAUNCH,
     FIRST_WAVE,
     FIRST_WAVE_OUT,
     SETTINGS,
@@ -178,3 +179,31 @@ def test_a_disaggregated_run_refuses_a_front_end_it_would_ignore():
     for key in ("frontend_ms", "frontend_us_per_token"):
         with pytest.raises(UserError, match="disagg with a workload front end is not modelled"):
             check(config(workload={key: 2.0}))
+
+
+def test_a_launch_an_importer_assumed_is_also_run_with_the_engines_defaults(tmp_path):
+    """A silicon row's server is launched as AIConfigurator's generator launches it (a token
+    budget of concurrency + ISL + 1500); the band also runs the engine's defaults (vLLM's
+    8,192 on an H100), which let four 512-token prompts share one prefill step."""
+    args = {"max_num_batched_tokens": 4 + 512 + 1500, "max_num_seqs": 4}
+    loop = LOOP | {"num_requests": 16}
+    specs = [
+        case(
+            id="c",
+            workload={"closed_loop": loop},
+            engine_args=args,
+            launch={"source": "a generator", "engine_args": args},
+        ),
+        case(id="stated", workload={"closed_loop": loop}, engine_args=args),
+    ]
+    cases = load_cases([write(tmp_path, specs)], BASE)
+    got = {c.id: plausible(c) for c in cases}
+    assert DEFAULT_LAUNCH in got["c"] and DEFAULT_LAUNCH not in got["stated"]
+    assert setting_name(DEFAULT_LAUNCH).endswith("the engine's default launch")
+    results = run_all(cases[:1], jobs=1)
+    band = run_settings(cases[:1], results, 1, lambda c: True)
+    default = band.results[DEFAULT_LAUNCH]["c"]
+    assert not default.error and default is not results[0]
+    # at the default budget the four prompts of a wave prefill in one step, not in two
+    main, dflt = results[0].predicted["mean_ttft_ms"], default.predicted["mean_ttft_ms"]
+    assert dflt != main and min(dflt, main) > 0

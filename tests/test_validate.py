@@ -472,11 +472,12 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
     assert [t["target"] for t in v["targets"]][:3] == [
         "vLLM rows of the silicon sample on H100/H200"
     ] * 3
-    # the vLLM row: 4 settings, and its first wave left out (it counts it, ten requests per
-    # client); the LLMServingSim run: cold / warm
+    # the vLLM row: 4 settings, its first wave left out (it counts it, ten requests per
+    # client) and the engine's default launch (its arguments are the generator's, assumed);
+    # the LLMServingSim run: cold / warm
     band = v["settings_band"]
-    assert band["num_cases"] == 2 and band["num_extra_runs"] == 4 + 1
-    assert len(band["settings"]) == 6 and v["slices"]
+    assert band["num_cases"] == 2 and band["num_extra_runs"] == 4 + 2
+    assert len(band["settings"]) == 7 and v["slices"]
     report = (out / "report.md").read_text()
     assert "## Targets" in report and "python -m sim.validation_suite" in report
     assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()

@@ -57,6 +57,7 @@ KNOWN = (
     "notes",
     "source",
     "flags",
+    "launch",  # engine_args an importer assumed ({source, engine_args}): the band varies them
 )
 PARALLEL_KEYS = (
     "tp",

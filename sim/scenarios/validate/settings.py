@@ -9,8 +9,10 @@ The settings are {clients started together, spread over one request lifetime
 first wave treated the other way: counted (workload.warmup_requests=0) where the case leaves a
 warm-up out, left out (one wave more sent first, workload.warmup_requests=concurrency) where the
 case counts it, as AIConfigurator's silicon cases do (importers/silicon.py, from its benchmark
-runners). `vllm bench serve` starts every
-client of its measured run at once and counts every request of it (its --num-warmups requests
+runners); and for a case whose engine arguments an importer assumed (its `launch`: the silicon
+rows' servers as AIConfigurator's generator launches them), clients together and cache cold
+with the engine's default launch instead. `vllm bench serve` starts every client of its
+measured run at once and counts every request of it (its --num-warmups requests
 run before, apart: vllm/benchmarks/serve.py, vllm-project/vllm commit 009e6d4a), so the burst
 of the first wave is in its means; AIPerf leaves a warm-up out only when asked
 (--warmup-request-count). A setting the case's workload states is kept as stated (a stated
@@ -34,11 +36,16 @@ from sim.scenarios.validate.runs import CaseResult, run_all
 from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, select_rows
 from sim.scenarios.validate.validation import Accuracy, Row, accuracy, rows
 
-# (workload.stagger, workload.cache_warm), with a third item True for the first wave counted
-Setting = tuple[bool, ...]
+# (workload.stagger, workload.cache_warm), with a third item: True for the first wave counted,
+# False for it left out, LAUNCH_DEFAULTS for the engine's default launch
+Setting = tuple[bool | str, ...]
+LAUNCH_DEFAULTS = "engine defaults"
 FIRST_WAVE: Setting = (False, False, True)  # together, cold, workload.warmup_requests=0
 # together, cold, one more wave sent first and left out (workload.warmup_requests=concurrency)
 FIRST_WAVE_OUT: Setting = (False, False, False)
+# together, cold, the server launched with the engine's defaults instead of the launch arguments
+# an importer assumed (a case's `launch`: AIConfigurator's generator for the silicon rows)
+DEFAULT_LAUNCH: Setting = (False, False, LAUNCH_DEFAULTS)
 SETTINGS: tuple[Setting, ...] = (
     (False, False),
     (True, False),
@@ -46,6 +53,7 @@ SETTINGS: tuple[Setting, ...] = (
     (True, True),
     FIRST_WAVE,
     FIRST_WAVE_OUT,
+    DEFAULT_LAUNCH,
 )
 SPREAD_COLD: Setting = (True, False)  # the former client-start sensitivity
 SENSITIVITY_METRICS = ("mean_tpot_ms", "output_throughput", "mean_ttft_ms")
@@ -57,6 +65,7 @@ def setting_name(setting: Setting) -> str:
         f"clients {'spread' if stagger else 'together'}, prefix cache {'warm' if warm else 'cold'}"
         + (", first wave counted" if _counted(setting) else "")
         + (", first wave left out" if _left_out(setting) else "")
+        + (", the engine's default launch" if _defaults(setting) else "")
     )
 
 
@@ -77,15 +86,29 @@ def plausible(case: Case) -> list[Setting]:
     out: list[Setting] = [(s, w) for s in starts for w in warms]
     if wl.kind == "closed_loop" and (False, False) in out:
         out.append(FIRST_WAVE if wl.warmup_requests else FIRST_WAVE_OUT)
+    if _launched(case) and (False, False) in out:
+        out.append(DEFAULT_LAUNCH)
     return out
 
 
+def _launched(case: Case) -> dict:
+    """The engine arguments an importer assumed for the case's server (`launch.engine_args`,
+    not recorded by the source), or an empty mapping."""
+    launch = case.data.get("launch")
+    args = launch.get("engine_args") if isinstance(launch, dict) else None
+    return args if isinstance(args, dict) else {}
+
+
 def _counted(setting: Setting) -> bool:
-    return len(setting) > 2 and setting[2]
+    return len(setting) > 2 and setting[2] is True
 
 
 def _left_out(setting: Setting) -> bool:
-    return len(setting) > 2 and not setting[2]
+    return len(setting) > 2 and setting[2] is False
+
+
+def _defaults(setting: Setting) -> bool:
+    return len(setting) > 2 and setting[2] == LAUNCH_DEFAULTS
 
 
 def _run_key(case: Case, setting: Setting) -> Setting:
@@ -107,7 +130,12 @@ def _variant(case: Case, key: Setting) -> Case:
     elif _left_out(key):  # a wave more, sent first and left out: the steady state alone
         c = workload.concurrency
         workload = replace(workload, num_requests=workload.num_requests + c, warmup_requests=c)
-    return replace(case, config=replace(case.config, workload=workload))
+    config = replace(case.config, workload=workload)
+    if _defaults(key):  # the assumed launch arguments dropped: the engine's own defaults
+        assumed = _launched(case)
+        args = {k: v for k, v in case.config.engine_args.items() if k not in assumed}
+        config = replace(config, engine_args=args)
+    return replace(case, config=config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +202,7 @@ class SettingsBand:
                     "cache_warm": s[1],
                     "first_wave_counted": _counted(s),
                     "first_wave_left_out": _left_out(s),
+                    "engine_defaults": _defaults(s),
                     "num_cases": len(self.results.get(s, {})),
                     **acc.summary,
                 }
@@ -219,7 +248,7 @@ def run_settings(
     for c, _ in picked:
         base = _base(c)
         keys = {_run_key(c, s) for s in plausible(c)} - {base}
-        todo += [(c, k) for k in sorted(keys)]
+        todo += [(c, k) for k in sorted(keys, key=repr)]
     ran = run_all([_variant(c, k) for c, k in todo], jobs, progress=progress)
     by_run: dict[tuple[str, Setting], CaseResult] = {
         (c.id, k): r for (c, k), r in zip(todo, ran, strict=True)

@@ -143,6 +143,8 @@ def _case(row, path: Path) -> dict:
         "dtype": dtype,
         "parallel": parallel,
         **({"engine_args": launch} if launch else {}),
+        # what no row records, assumed: the band also runs the engine's defaults
+        **({"launch": {"source": LAUNCH_SOURCE, "engine_args": launch}} if launch else {}),
         "workload": {
             "closed_loop": {
                 "concurrency": c,
@@ -192,6 +194,12 @@ def closed_loop_requests(concurrency: int) -> int:
     N requests, the initial burst included. The rows do not say which runner measured them;
     both send 10 per client."""
     return max(10 * concurrency, 16)
+
+
+LAUNCH_SOURCE = (
+    "AIConfigurator's generator, rule_plugin/benchmark/vllm.rule (ai-dynamo/aiconfigurator "
+    "2b264ba) and config/backend_config_mapping.yaml (043c66c)"
+)
 
 
 def launch_args(backend: str, concurrency: int, isl: int, osl: int) -> dict:
