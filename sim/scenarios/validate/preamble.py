@@ -17,20 +17,20 @@ from sim.scenarios.validate.validation import REFUSED, Row
 # What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
 # report prints an explanation only for a group present in the table.
 GROUP_CAUSES = {
-    "gpt-oss-120b": "MXFP4 experts: the measured MXFP4 MoE tables run well above the bandwidth "
-    "roofline at decode token counts, and at TP1 the table's MoE time alone is almost the whole "
-    "measured step, leaving too little for attention, the dense layers and the CPU; on H200 the "
-    "error falls from over-prediction at TP1 to under-prediction at TP8 (a per-GPU cost the "
-    "tables miss). "
-    "The 0.11.2 rows at concurrency 512 report a TPOT below the time to read the weights and "
-    "512 sequences' KV once, and a TTFT that is most of their latency: the server ran far fewer "
+    "gpt-oss-120b": "MXFP4 experts, on H100 and H200 priced alike since their small kernels "
+    "come from one die's tables: TPOT within about 10%; TTFT 25-45% under at every prompt "
+    "length and TP on vLLM 0.18, a prefill (or first visible token) cost not found yet. The "
+    "0.11.2 rows at concurrency 512 report a TPOT below the time to read the weights and 512 "
+    "sequences' KV once, and a TTFT that is most of their latency: the server ran far fewer "
     "requests at a time than the row's concurrency, through a limit the row does not record.",
     "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12: several rows need more "
-    "prefill compute than the GPU has (flagged: cached prefixes); every row is priced from the "
-    "oldest measured release's FP8 GEMM table (0.14), slower at decode shapes than the later "
-    "releases' tables.",
-    "qwen3-235b-a22b": "block-FP8 MoE at TP1-4: expert load imbalance and the fused-MoE "
-    "kernel's configuration per shape are not modelled.",
+    "prefill compute than the GPU has (flagged: cached prefixes); with vLLM's BF16 KV for this "
+    "checkpoint a decode-only step alone is priced at or above the measured TPOT at TP1, so "
+    "the runs likely used FP8 KV and reused prompts, neither recorded.",
+    "qwen3-235b-a22b": "block-FP8 MoE on two and four H200s: TP2 measures a flat 51-56 ms at "
+    "4-20 sequences, as if every expert were read each step, which the kernel tables do not "
+    "show; rows whose experts span more GPUs than their TP (data-parallel attention) are "
+    "skipped.",
     "qwen3-32b": "dense bf16, priced by tables measured for the same GPU: the closest match.",
 }
 
@@ -79,11 +79,11 @@ def group_table(table: Sequence[Row]) -> list[str]:
     models = sorted({m for m, _, _ in groups})
     lines += ["", *[f"- **{md_text(m)}**: {GROUP_CAUSES[m]}" for m in models if m in GROUP_CAUSES]]
     lines.append(
-        "- **TTFT, every model**: a closed loop of fixed lengths keeps the grouping its first "
-        "wave had; with all clients starting together the simulator's prompts prefill in "
-        "groups (some TTFTs too long), with the clients spread they prefill one at a time "
-        "(too short, see the client-start table above); the rows do not record how the "
-        "benchmark's clients started, nor the server's API-side latency."
+        "- **TTFT, every model**: each row is replayed as AIConfigurator's benchmark runners "
+        "measure (ten requests per client, every client starting at once, that burst counted) "
+        "against the server its generator launches (a token budget of concurrency + ISL + "
+        "1500, so one or two prompts share a prefill step); neither is recorded in the row, so "
+        "the band also runs the first wave left out and the engine's default launch."
     )
     return lines
 
