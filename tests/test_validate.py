@@ -17,7 +17,7 @@ from sim.scenarios.validate.cases import load_cases
 from sim.scenarios.validate.importers.catalogue import catalogue_model
 from sim.scenarios.validate.importers.guidellm import guidellm
 from sim.scenarios.validate.importers.llmservingsim import llmservingsim
-from sim.scenarios.validate.importers.silicon import block_scaled_fp8, silicon
+from sim.scenarios.validate.importers.silicon import block_scaled_fp8, decode_floor_ms, silicon
 from sim.scenarios.validate.runs import run_all
 from sim.scenarios.validate.suite import build_cases, main
 from sim.scenarios.validate.targets import targets
@@ -214,6 +214,24 @@ def test_silicon_rows_with_experts_over_more_gpus_than_their_tp_are_skipped(tmp_
     assert [c["id"] for c in cases] == ["aic-tp", "aic-blank"]
     (why,) = skipped
     assert skipped[why] == 1 and "data-parallel attention" in why
+
+
+def test_a_silicon_row_faster_than_its_kv_and_weights_allow_is_flagged(tmp_path):
+    """512 gpt-oss-120b sequences of 1024 + 4096 tokens on eight H100s: their KV (about 97 GB)
+    and the experts they touch take about 6 ms to read at HBM peak, so a measured TPOT of
+    3.57 ms means fewer ran at once; four of them at 3.64 ms are physical."""
+    path = tmp_path / "silicon.csv"
+    path.write_text(
+        "id,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,"
+        "tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+        "c512,vllm,0.11.2,openai/gpt-oss-120b,h100_sxm,fp4,agg,1024,8192,512,8,9000,3.5714\n"
+        "c4,vllm,0.11.2,openai/gpt-oss-120b,h100_sxm,fp4,agg,1024,8192,4,8,34.3,3.6379\n"
+    )
+    cases, _ = silicon(path, tmp_path / "cases.yaml")
+    flagged = {c["id"]: c.get("flags", []) for c in cases}
+    assert flagged == {"aic-c512": ["decode_below_floor"], "aic-c4": []}
+    floor = decode_floor_ms("gpt-oss-120b", "h100-sxm", "fp4", 512, 1024 + 4096, 8)
+    assert 5.0 < floor < 8.0 and "fewer requests" in cases[0]["notes"]
 
 
 def test_silicon_rows_become_closed_loop_cases(tmp_path):

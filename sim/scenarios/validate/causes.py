@@ -10,6 +10,8 @@ from sim.scenarios.validate.runs import Facts
 FLAG_MEANINGS = {
     "prefill_above_peak": "the measured rate needs more prefill compute than the GPUs have: "
     "cached prompt prefixes the source does not record",
+    "decode_below_floor": "the measured TPOT is below the time to read the sequences' KV and the "
+    "weights they touch once: fewer requests ran at a time than the concurrency",
 }
 
 

@@ -118,8 +118,11 @@ def preamble(
         f"{100 * IMPLAUSIBLE_PREFILL_SHARE:.0f}% or more of the GPUs' dense tensor peak, "
         "which leaves no time for "
         "decode: such runs must have reused cached prompt prefixes, which the row does not "
-        "record, so the simulator (which prefills every prompt) cannot match them. They stay in "
-        "every headline number; the last column shows the median without them.",
+        "record, so the simulator (which prefills every prompt) cannot match them; and "
+        "`decode_below_floor` when its measured TPOT is below the time to read, at the GPUs' "
+        "HBM peak, the KV of its concurrency's sequences at their mean context and the weights "
+        "they touch: the server ran fewer requests at a time than the row's concurrency. They "
+        "stay in every headline number; the last column shows the median without them.",
     ]
     if spread:
         lines += _spread(reached, spread)

@@ -128,6 +128,15 @@ def _case(row, path: Path) -> dict:
             f"dense {PEAK_DTYPE.get(dtype, 'bf16')} peak, with decode still to run: the run "
             "must have reused cached prompt prefixes, which the row does not record"
         )
+    floor_ms = decode_floor_ms(model, hw, dtype, c, isl + osl // 2, gpus)
+    if floor_ms is not None and tpot < floor_ms:
+        flags.append("decode_below_floor")
+        notes.append(
+            f"the measured TPOT {tpot:.3g} ms is below {floor_ms:.3g} ms, the time to read "
+            f"{c} sequences' KV at their mean context and the weights they touch once at the "
+            "GPUs' HBM peak: the server ran fewer requests at a time than the concurrency, "
+            "through a limit the row does not record"
+        )
     launch = launch_args(str(row.backend), c, isl, osl)
     if launch:
         notes.append(
@@ -200,6 +209,24 @@ LAUNCH_SOURCE = (
     "AIConfigurator's generator, rule_plugin/benchmark/vllm.rule (ai-dynamo/aiconfigurator "
     "2b264ba) and config/backend_config_mapping.yaml (043c66c)"
 )
+
+
+def decode_floor_ms(model, hardware, dtype, concurrency, context, gpus) -> float | None:
+    """The least time one decode step of `concurrency` sequences at `context` tokens can take:
+    their KV (windowed layers at their window) and the weights they touch read once at the
+    GPUs' HBM peak, spread over `gpus`; a MoE touches the expected share of its experts,
+    1 - (1 - k / E)^tokens, and that share of the weights is a lower bound on the bytes read.
+    None for a model or GPU not catalogued."""
+    try:
+        m, hw = load_model(model), load_hardware(hardware)
+        weights = m.weight_bytes(dtype if dtype in ("bf16", "fp8", "fp4") else "auto")
+    except UserError:
+        return None
+    if m.moe is not None:
+        e = m.moe
+        weights *= 1.0 - (1.0 - e.experts_per_token / e.num_experts) ** concurrency
+    kv = concurrency * m.kv_bytes_for_sequence(context)
+    return (weights + kv) / gpus / hw.hbm_bytes_per_s * 1e3
 
 
 def launch_args(backend: str, concurrency: int, isl: int, osl: int) -> dict:
