@@ -189,8 +189,9 @@ def test_suite_targets_of_the_acceptance():
 
 
 def test_band_over_the_plausible_settings(tmp_path):
-    """Three tiny cases: a closed loop (4 settings, 3 extra runs), a closed loop that states
-    its client start (2 settings, 1 extra run), an open loop (2 cache settings, 1 run)."""
+    """Three tiny cases: a closed loop (4 settings and its first wave left out, 4 extra runs),
+    a closed loop that states its client start (2 settings, 1 extra run), an open loop (2
+    cache settings, 1 run)."""
     poisson = {"poisson": {"rate": 50.0, "num_requests": 12, "input_len": 256, "output_len": 8}}
     stated = {"closed_loop": {**case()["workload"]["closed_loop"], "stagger": True}}
     measured = {"mean_ttft_ms": 20.0, "mean_tpot_ms": 5.0, "output_throughput": 0}
@@ -211,10 +212,10 @@ def test_band_over_the_plausible_settings(tmp_path):
         case(id="open", workload=poisson),
     ]
     cases = load_cases([write(tmp_path, specs)], BASE)
-    assert [len(plausible(c)) for c in cases] == [4, 2, 4]
+    assert [len(plausible(c)) for c in cases] == [5, 2, 4]
     results = run_all(cases, jobs=1)
     band = run_settings(cases, results, 1, lambda c: True)
-    assert band.num_runs == 3 + 1 + 1 and band.num_failed == 0
+    assert band.num_runs == 4 + 1 + 1 and band.num_failed == 0
     assert set(band.results) == set(SETTINGS)
     assert "stated" not in band.results[(False, True)]
     bands = band.bands
