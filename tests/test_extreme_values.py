@@ -24,6 +24,7 @@ from sim.scenarios.validate.suite import _parser
 from sim.workload.generate import generate
 from tests.conftest import config
 from tests.test_cli import sim
+from tests.test_validate import case
 
 
 def _refused(data: dict) -> str:
@@ -178,16 +179,9 @@ def test_jobs_beyond_the_cores_start_no_more_workers_than_cores(monkeypatch, cap
 
 def test_validate_jobs_past_the_cores_is_capped_and_said(tmp_path):
     tiny = {"closed_loop": {"concurrency": 2, "num_requests": 6, "input_len": 64, "output_len": 4}}
-    case = {
-        "engine": "vllm@0.10.2",
-        "hardware": "h100-sxm",
-        "model": "llama-3.1-8b",
-        "cost_profile": "prior",
-        "workload": tiny,
-        "measured": {"mean_ttft_ms": 20.0},
-    }
+    one = case(id="c", workload=tiny, measured={"mean_ttft_ms": 20.0})
     path = tmp_path / "cases.yaml"
-    path.write_text(yaml.safe_dump({"cases": [{"id": "c", **case}]}))
+    path.write_text(yaml.safe_dump({"cases": [one]}))
     r = sim("scenario=validate", f"validate.cases={path}", "validate.jobs=100000",
             f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -17,20 +17,20 @@ from sim.scenarios.validate.validation import REFUSED, Row
 # What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
 # report prints an explanation only for a group present in the table.
 GROUP_CAUSES = {
-    "gpt-oss-120b": "MXFP4 experts, on H100 and H200 priced alike since their small kernels "
-    "come from one die's tables: TPOT within about 10%; TTFT 25-45% under at every prompt "
-    "length and TP on vLLM 0.18, a prefill (or first visible token) cost not found yet. The "
-    "0.11.2 rows at concurrency 512 report a TPOT below the time to read the weights and 512 "
-    "sequences' KV once, and a TTFT that is most of their latency: the server ran far fewer "
-    "requests at a time than the row's concurrency, through a limit the row does not record.",
+    "gpt-oss-120b": "MXFP4 experts, priced alike on H100 and H200 (their small kernels come from "
+    "one die's tables); TTFT is under-predicted at every prompt length and TP on vLLM 0.18, a "
+    "prefill (or first visible token) cost not found yet. The 0.11.2 rows at concurrency 512 "
+    "report a TPOT below the time to read the weights and their sequences' KV once (flagged "
+    "decode_below_floor): the server ran far fewer requests at a time than the row's "
+    "concurrency, through a limit the row does not record.",
     "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12: several rows need more "
     "prefill compute than the GPU has (flagged: cached prefixes); with vLLM's BF16 KV for this "
     "checkpoint a decode-only step alone is priced at or above the measured TPOT at TP1, so "
     "the runs likely used FP8 KV and reused prompts, neither recorded.",
-    "qwen3-235b-a22b": "block-FP8 MoE on two and four H200s: TP2 measures a flat 51-56 ms at "
-    "4-20 sequences, as if every expert were read each step, which the kernel tables do not "
-    "show; rows whose experts span more GPUs than their TP (data-parallel attention) are "
-    "skipped.",
+    "qwen3-235b-a22b": "block-FP8 MoE on two and four H200s: the TP2 rows measure about the "
+    "same TPOT at every concurrency, as if every expert were read each step, which the kernel "
+    "tables do not show; rows whose experts span more GPUs than their TP (data-parallel "
+    "attention) are skipped.",
     "qwen3-32b": "dense bf16, priced by tables measured for the same GPU: the closest match.",
 }
 

@@ -87,18 +87,16 @@ def _skipped_because(row) -> str | None:
 
 def _moe_gpus(row) -> int:
     """GPUs the row's experts span: moe_tp_size x moe_ep_size."""
-    return _whole(row, "moe_tp_size") * _whole(row, "moe_ep_size")
+    return _count(row, "moe_tp_size") * _count(row, "moe_ep_size")
 
 
 def _attention_gpus(row) -> int:
     """GPUs of the row's attention: tp_size x pp_size x attention_dp_size."""
-    return _whole(row, "tp_size") * _whole(row, "pp_size") * _whole(row, "attention_dp_size")
+    return _count(row, "tp_size") * _count(row, "pp_size") * _count(row, "attention_dp_size")
 
 
-def _whole(row, key: str) -> int:
-    """An optional whole-number column; blank, 0 or absent reads as 1."""
-    v = finite_float(getattr(row, key, 1))
-    return int(v) if v >= 1 else 1
+def _count(row, key: str) -> int:
+    return count_or_one(getattr(row, key, 1))
 
 
 def _case(row, path: Path) -> dict:
@@ -178,14 +176,14 @@ def _case(row, path: Path) -> dict:
 def _parallel(row, where: str, notes: list[str]) -> dict:
     """The case's `parallel` mapping; what cannot be simulated as recorded goes into `notes`."""
     tp = count(row.tp_size, f"{where}: tp_size")
-    parallel = {"tp": tp, "pp": count_or_one(getattr(row, "pp_size", 1))}
-    ep = count_or_one(getattr(row, "moe_ep_size", 1))
+    parallel = {"tp": tp, "pp": _count(row, "pp_size")}
+    ep = _count(row, "moe_ep_size")
     if ep > 1:
         if ep == tp:
             parallel["ep"] = ep
         else:
             notes.append(f"moe_ep_size {ep} != tp {tp}: simulated with experts split by TP")
-    adp = count_or_one(getattr(row, "attention_dp_size", 1))
+    adp = _count(row, "attention_dp_size")
     if adp > 1:
         notes.append(f"attention_dp_size {adp} (DP attention) simulated as TP")
     return parallel
