@@ -40,12 +40,13 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engines.versions import version_tuple
-from sim.specs.hardware import Hardware
+from sim.specs.hardware import Hardware, load_hardware
 
 VENDORED_FROM = (0, 12, 0)  # the wheel carries triton_kernels (vllm/third_party/)
 MARLIN_MOE_FLOPS_PER_S = {"h100-sxm": 2.30e14, "h200": 2.32e14}  # measured best, TP1
-H100_SM_CLOCK = 132 * 1.98e9  # SMs x boost clock of the GPU whose rate is scaled
-SM_CLOCK = {"a100-80gb": 108 * 1.41e9, "a100-40gb": 108 * 1.41e9}  # bounded by the H100's
+# Boost clocks (datasheets) of the GPU whose rate is scaled and of those it bounds; SM counts
+# are the catalogue's
+BOOST_CLOCK_HZ = {"h100-sxm": 1.98e9, "a100-80gb": 1.41e9, "a100-40gb": 1.41e9}
 
 
 def mxfp4_moe_kernel(engine: str, release: str, hardware: Hardware) -> tuple[str, str]:
@@ -68,8 +69,12 @@ def marlin_rate(hardware: Hardware) -> float | None:
     """FLOP/s vLLM's Marlin MoE sustains at best on `hardware` (None: not known)."""
     if hardware.name in MARLIN_MOE_FLOPS_PER_S:
         return MARLIN_MOE_FLOPS_PER_S[hardware.name]
-    if hardware.name in SM_CLOCK:
-        return MARLIN_MOE_FLOPS_PER_S["h100-sxm"] * SM_CLOCK[hardware.name] / H100_SM_CLOCK
+    if hardware.name in BOOST_CLOCK_HZ:  # bounded by the H100's rate per SM and cycle
+        h100 = load_hardware("h100-sxm")
+        per_sm_cycle = MARLIN_MOE_FLOPS_PER_S["h100-sxm"] / (
+            h100.sm_count * BOOST_CLOCK_HZ["h100-sxm"]
+        )
+        return per_sm_cycle * hardware.sm_count * BOOST_CLOCK_HZ[hardware.name]
     return None
 
 
