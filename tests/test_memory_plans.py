@@ -127,3 +127,26 @@ def test_the_suite_holds_the_plans_to_two_targets():
     assert tokens.value_pct == s["median_abs_error_pct"] and tokens.met == s["tokens_ok"]
     assert gpu.value_pct == s["max_abs_error_gpu_pct"] and gpu.met == s["gpu_ok"]
     assert tokens.num_values == gpu.num_values == s["compared"] >= 10
+
+
+def test_flashinfer_sampler_of_a_vllm_082_installation():
+    """vLLM V1 0.8.x with FlashInfer < 0.2.3 installed (its Docker images) warms up FlashInfer's
+    top-k/top-p sampler: 14 bytes per logit at its peak, not the sort path's 38; the 8 x RTX
+    4090 log of vllm-project/vllm#15617 (Docker) then falls within 2% of the GPU's memory,
+    where the sort path missed by 13%."""
+    from sim.kv.memory import installed_sampler_bytes_per_logit
+
+    cases = {c["id"]: c for c in mp.load_cases(CASES)}
+    case = cases["vllm082-r1-distill-llama70b-4090-tp8"]
+    assert case["sampler"] == "flashinfer"
+    fi = mp.compare(case, CASES.parent)
+    sort = mp.compare({k: v for k, v in case.items() if k != "sampler"}, CASES.parent)
+    rows, vocab = 1024, 128_256
+    assert sort.plan.activation_bytes - fi.plan.activation_bytes == rows * vocab * (38 - 14)
+    assert abs(fi.error_gpu_pct) < 2 < abs(sort.error_gpu_pct)
+    same = mp.compare(case | {"sampler": "pytorch"}, CASES.parent)
+    assert same.predicted_bytes == sort.predicted_bytes
+    assert installed_sampler_bytes_per_logit("0.8.5", "vllm_v1", "pytorch") is None
+    for bad in (case | {"sampler": "triton"}, case | {"engine": "vllm@0.6.5"}):
+        r = mp.compare(bad, CASES.parent)
+        assert r.error and "sampler" in r.error and r.error_gpu_pct is None

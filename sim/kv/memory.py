@@ -38,6 +38,44 @@ GIB = 2**30
 ACT_BYTES = 2  # bf16 activations
 LOGIT_BYTES = 4  # logits are upcast to fp32
 SAMPLER_COPIES = 3  # other engines: logits, probabilities and sorted values together (prior)
+SAMPLERS = ("pytorch", "flashinfer")  # the top-k/top-p path a vLLM installation runs
+
+
+def installed_sampler_bytes_per_logit(release: str, scheduler: str, sampler: str) -> int | None:
+    """Bytes per (row x vocabulary) entry at the peak of the profile run's sampler warm-up
+    where the installation, not the release alone, decides the top-k/top-p path; None keeps
+    the release's own rule (sim/engines/vllm.py profile_sampler_bytes_per_logit, the PyTorch
+    sort path of a `pip install vllm`, which installs no FlashInfer).
+
+    "flashinfer": vLLM V1 0.8.x with FlashInfer older than 0.2.3 installed. Read in the 0.8.2
+    wheel (`pip download vllm==0.8.2 --no-deps`): v1/sample/ops/topk_topp_sampler.py
+    TopKTopPSampler runs forward_cuda ("Using FlashInfer for top-p & top-k sampling.") when
+    flashinfer imports, its version is below 0.2.3 and VLLM_USE_FLASHINFER_SAMPLER is not 0
+    (V1 reads unset as on); v1/worker/gpu_model_runner.py _dummy_sampler_run warms it up with
+    top_k = vocab - 1 and top_p 0.9 on max_num_seqs rows. Its peak: the lm head's bf16 logits
+    2 (held by _dummy_sampler_run), v1/sample/sampler.py's fp32 copy 4 (temperature divides
+    it in place), forward_cuda's fp32 softmax 4 and, in FlashInfer 0.2.1.post2
+    (flashinfer/sampling.py of its sdist, `pip download flashinfer-python==0.2.1.post2`),
+    top_k_top_p_sampling_from_probs's default filter_apply_order "top_k_first", which first
+    writes top_k_renorm_probs into a new fp32 tensor 4, then samples it in one kernel: 14 (the
+    sort path holds 38). vLLM's Docker images of the 0.8 line install exactly that wheel
+    (the Dockerfile's vllm-base stage: flashinfer_python-0.2.1.post2+cu124torch2.6 on x86_64).
+    "pytorch": the release's own rule. Other releases and V0 (whose sampler uses FlashInfer
+    only when VLLM_USE_FLASHINFER_SAMPLER=1, by another path) are not modelled."""
+    if sampler not in SAMPLERS:
+        raise UserError(f"sampler {sampler!r}: choose one of {', '.join(SAMPLERS)}")
+    if sampler == "pytorch":
+        return None
+    major_minor = tuple(int(x) for x in release.split(".")[:2])
+    if scheduler != "vllm_v1" or major_minor != (0, 8):
+        raise UserError(
+            f"sampler 'flashinfer' is modelled for vLLM V1 0.8.x only (read in 0.8.2), "
+            f"not {scheduler} {release}"
+        )
+    return FLASHINFER_SAMPLER_BYTES_PER_LOGIT
+
+
+FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 14  # bf16 2 + fp32 4 + softmax 4 + top-k renorm 4
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:

@@ -14,6 +14,10 @@ kv_bytes_per_token); a log that gives only the pool's memory (vLLM's "Available 
 memory") is turned into tokens the same way, so both sides use one per-token size. The plan is
 built with check_fit=False: an engine that refused to start (a pool smaller than
 max_model_len, or a negative one) still logged its pool, and that is what is compared.
+A case's `sampler` (pytorch | flashinfer) records the top-k/top-p path its installation
+ran where the release alone does not decide it (vLLM V1 0.8.x runs FlashInfer's sampler when
+the installation has FlashInfer < 0.2.3, as its Docker images do): the profile run's sampler
+peak per logit comes from sim/kv/memory.py installed_sampler_bytes_per_logit.
 A case the simulator cannot rebuild (an unknown GPU or release, a model that does not fit) is
 a row with its reason, never a number.
 """
@@ -30,7 +34,7 @@ from pathlib import Path
 
 from sim.engines.resolve import resolve
 from sim.errors import UserError
-from sim.kv.memory import GIB, plan_memory
+from sim.kv.memory import GIB, installed_sampler_bytes_per_logit, plan_memory
 from sim.report.escape import md_cell
 from sim.scenarios.validate.targets import Target
 from sim.specs.hardware import load_hardware
@@ -38,7 +42,7 @@ from sim.specs.model_config import load_model
 from sim.user_files import load_yaml
 
 REQUIRED = ("id", "source", "engine", "hardware", "model", "logged")
-KNOWN = (*REQUIRED, "dtype", "parallel", "entry_point", "engine_args", "notes")
+KNOWN = (*REQUIRED, "dtype", "parallel", "entry_point", "engine_args", "sampler", "notes")
 LOGGED = (
     "kv_tokens",
     "kv_cache_gib",
@@ -180,10 +184,21 @@ def compare(case: dict, base: Path) -> Comparison:
         model = load_model(_resolve_path(model_name, base, (".json",)))
         par = case.get("parallel") or {}
         tp, pp = int(par.get("tp", 1)), int(par.get("pp", 1))
+        args = dict(case.get("engine_args") or {})
         settings = resolve(
             str(case["engine"]), hardware, model, tp,
-            case.get("entry_point", "server"), case.get("engine_args") or {}, workers=tp * pp,
+            case.get("entry_point", "server"), args, workers=tp * pp,
         )  # fmt: skip
+        if "sampler" in case:  # the installation's sampler: the profile run's peak per logit
+            per_logit = installed_sampler_bytes_per_logit(
+                settings.version, settings.scheduler, str(case["sampler"])
+            )
+            if per_logit is not None:
+                args["sampler_bytes_per_logit"] = per_logit
+                settings = resolve(
+                    str(case["engine"]), hardware, model, tp,
+                    case.get("entry_point", "server"), args, workers=tp * pp,
+                )  # fmt: skip
         plan = plan_memory(
             hardware, model, settings, tp, str(case.get("dtype", "auto")), pp, check_fit=False
         )
