@@ -150,3 +150,17 @@ def test_flashinfer_sampler_of_a_vllm_082_installation():
     for bad in (case | {"sampler": "triton"}, case | {"engine": "vllm@0.6.5"}):
         r = mp.compare(bad, CASES.parent)
         assert r.error and "sampler" in r.error and r.error_gpu_pct is None
+
+
+def test_the_report_names_a_gpu_total_the_engine_did_not_log(tmp_path):
+    """vLLM sizes its pool against torch's total (79.22 GiB on an H100 in vllm-project/vllm
+    PR #10511's logs); the report and the CSV show where the catalogue's total differs."""
+    r = mp.compare(_case(logged={"kv_cache_gib": 53.29, "total_gpu_gib": 79.22}), CASES.parent)
+    row = r.row()
+    assert row["logged_total_gpu_gib"] == 79.22
+    assert row["total_gpu_gib"] == pytest.approx(r.plan.total_bytes / GIB, abs=1e-3)
+    text = mp.report([r], CASES)
+    assert f"the plan's total is {r.plan.total_bytes / GIB:.2f} GiB" in text
+    same = mp.compare(_case(logged={"kv_cache_gib": 53.29, "total_gpu_gib": round(
+        r.plan.total_bytes / GIB, 2)}), CASES.parent)  # fmt: skip
+    assert "the plan's total" not in mp.report([same], CASES)

@@ -76,6 +76,8 @@ COLUMNS = (
     "non_torch_gib",
     "logged_non_torch_gib",
     "gpu_memory_utilization",
+    "total_gpu_gib",
+    "logged_total_gpu_gib",
     "source",
     "error",
 )
@@ -137,8 +139,9 @@ class Comparison:
                 "cudagraph_gib": round(p.cudagraph_bytes / GIB, 3),
                 "non_torch_gib": round(p.non_torch_bytes / GIB, 3),
                 "gpu_memory_utilization": p.gpu_memory_utilization,
+                "total_gpu_gib": round(p.total_bytes / GIB, 3),
             }
-            | {f"logged_{k}": logged[k] for k in LOGGED_PARTS if k in logged}
+            | {f"logged_{k}": logged[k] for k in (*LOGGED_PARTS, "total_gpu_gib") if k in logged}
         )
 
 
@@ -290,6 +293,7 @@ def report(results: list[Comparison], source: Path) -> str:
         f"- worst |error| as a share of the GPU's memory: {fmt(s['max_abs_error_gpu_pct'], 2)}% "
         f"(target <= {100 * GPU_SHARE_TARGET:.0f}% for every case: "
         f"{'met' if s['gpu_ok'] else 'NOT met'})",
+        *_total_lines(results),
         "",
         "| case | engine | GPU | TP | logged tokens | predicted | error | of GPU memory "
         "| plan: weights / activation / graphs / non-torch GiB (log: weights / activation / "
@@ -319,6 +323,24 @@ def report(results: list[Comparison], source: Path) -> str:
             f"| {r.error_gpu_pct:+.2f}% | {plan} | {md_cell(c.get('source'))} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _total_lines(results: list[Comparison]) -> list[str]:
+    """A line per GPU whose catalogue total differs from the total its engine logged (vLLM's
+    total_gpu_memory is torch's, what the pool is sized against) by more than 0.01 GiB."""
+    seen: dict[str, tuple[float, float]] = {}
+    for r in results:
+        logged = (r.case.get("logged") or {}).get("total_gpu_gib")
+        if r.error or logged is None:
+            continue
+        catalogue = r.plan.total_bytes / GIB
+        if abs(catalogue - logged) > 0.01:
+            seen.setdefault(str(r.case.get("hardware")), (catalogue, float(logged)))
+    return [
+        f"- {md_cell(gpu)}: the plan's total is {plan:.2f} GiB, the engine logged {logged:.2f} GiB "
+        f"({plan - logged:+.2f} GiB)"
+        for gpu, (plan, logged) in sorted(seen.items())
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
