@@ -55,3 +55,48 @@ def test_online_cases_replay_the_file_with_the_runners_launch():
         if c["engine"] == "vllm@0.7.3":
             # runners/nvidia_vllm_47f5d58e/runner.py builds AsyncEngineArgs without max_num_seqs
             assert "max_num_seqs" not in c["engine_args"]
+
+
+CALIBRATION = ROOT / "validation" / "data" / "accelmark_calibration.yaml"
+IN_PROCESS_PER_SEQ_S = 1.1e-4  # validation/accelmark.yaml's vLLM 0.7.3 cases
+
+
+def _predicted_tpot(tmp_path: Path, per_seq_s: float) -> dict[str, float]:
+    from sim.config import SimConfig
+    from sim.run.simulate import simulate
+    from sim.scenarios.validate.cases import load_cases
+
+    data = yaml.safe_load(CALIBRATION.read_text())
+    for case in data["cases"]:
+        case["engine_args"]["cpu_per_seq_overhead_s"] = per_seq_s
+        case["workload"]["poisson"]["lengths"] = str(LENGTHS)
+    path = tmp_path / f"calibration_{per_seq_s:g}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return {
+        c.id: simulate(c.config).summary["median_tpot_ms"]
+        for c in load_cases([str(path)], SimConfig())
+    }
+
+
+def test_in_process_cpu_cost_is_the_calibration_runs():
+    """The per-sequence CPU time the vLLM 0.7.3 cases carry is the one that reproduces the A800's
+    saturated runs: each run's value interpolated between two settings, then averaged."""
+    import tempfile
+
+    measured = {
+        c["id"]: c["measured"]["median_tpot_ms"]
+        for c in yaml.safe_load(CALIBRATION.read_text())["cases"]
+    }
+    lo, hi = 7e-5, 1.5e-4
+    with tempfile.TemporaryDirectory() as tmp:
+        at_lo, at_hi = _predicted_tpot(Path(tmp), lo), _predicted_tpot(Path(tmp), hi)
+    fits = []
+    for case, tpot in measured.items():
+        assert at_lo[case] < tpot < at_hi[case], case  # the default engine line is too fast
+        fits.append(lo + (hi - lo) * (tpot - at_lo[case]) / (at_hi[case] - at_lo[case]))
+    assert abs(np.mean(fits) / IN_PROCESS_PER_SEQ_S - 1) < 0.1, fits
+    cases = yaml.safe_load((ROOT / "validation" / "accelmark.yaml").read_text())["cases"]
+    vllm_073 = [c for c in cases if c["engine"] == "vllm@0.7.3"]
+    assert vllm_073 and all(
+        c["engine_args"]["cpu_per_seq_overhead_s"] == IN_PROCESS_PER_SEQ_S for c in vllm_073
+    )
