@@ -1,0 +1,50 @@
+"""When a client in the engine's own process sees a token: vLLM V0's AsyncLLMEngine hands each
+step's outputs over one step late.
+
+With async output processing (vLLM 0.6.0+, V0; on unless pipeline parallelism, speculative
+decoding or a platform without it turns it off: config.py verify_async_output_proc of the 0.7.3
+wheel), a step's sampled tokens are appended to the scheduler context's output queue and
+turned into RequestOutputs by the async callback of the NEXT step, which the model runner calls
+from the executor's thread once that step's forward is launched (engine/async_llm_engine.py
+step_async, worker/model_runner.py execute_model: `model_input.async_callback()` before
+sampling). The callback puts them into each request's AsyncStream with asyncio.Queue.put_nowait
+from that thread, which does not wake the event loop; the loop, waiting on the executor future
+of that same step, runs the client's coroutine when the step ends. So a client in the engine's
+process (AccelMark's runners: `async for output in engine.generate(...)` in the benchmark's
+event loop, runners/nvidia_vllm_47f5d58e/runner.py) sees the token sampled by step k at the end
+of step k + 1. When no unfinished request is left after a step, step_async drains the queue at
+once (`if not self.has_unfinished_requests()`), so a token with no later step is seen when sampled.
+
+The run records when each token was sampled (a step's end); `seen_at` maps those times to when
+such a client sees them, per replica, from the run's step log."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def seen_at(
+    token_s: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
+) -> np.ndarray:
+    """For each token sampled at `token_s` (seconds, a step's end) on replica `replica`, the end
+    of the next step of that replica (the first to start at or after it, within `eps_s`), or
+    `token_s` itself where none does. NaN (a token never sampled) stays NaN.
+
+    steps: the run's step log with columns replica, start_s, duration_s (sim/run/outputs.py)."""
+    token_s = np.asarray(token_s, dtype=np.float64)
+    replica = np.asarray(replica)
+    out = token_s.copy()
+    for r in np.unique(replica):
+        mine = steps[steps["replica"] == r]
+        start = mine["start_s"].to_numpy(dtype=np.float64)
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        end = start + mine["duration_s"].to_numpy(dtype=np.float64)[order]
+        at = (replica == r) & np.isfinite(token_s)
+        i = np.searchsorted(start, token_s[at] - eps_s, side="left")
+        has_next = i < len(start)
+        seen = token_s[at].copy()
+        seen[has_next] = end[i[has_next]]
+        out[at] = seen
+    return out
