@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.run.delivery import seen_at
+from sim.run.delivery import in_flight_at, seen_at
 
 
 def _steps(replica, start, duration):
@@ -34,3 +34,13 @@ def test_replicas_apart_and_nan_kept():
     np.testing.assert_allclose(seen[:2], [0.06, 0.025])
     assert np.isnan(seen[2])
     assert (seen[:2] >= sampled[:2]).all()
+
+
+def test_in_flight_at_arrival():
+    # steps [0, 0.01), [0.01, 0.03); idle until [0.5, 0.52)
+    steps = _steps([0, 0, 0], [0.0, 0.01, 0.5], [0.01, 0.02, 0.02])
+    arrival = np.array([0.005, 0.01, 0.2, 0.5, 0.51])
+    # mid-step: yes; at a step's start (the engine free to take it): no; while idle: no
+    np.testing.assert_array_equal(
+        in_flight_at(arrival, np.zeros(5, dtype=int), steps), [True, False, False, False, True]
+    )
