@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sim.config import SimConfig
-from sim.cost.roofline import experts_touched
+from sim.cost.routing import experts_touched
 from sim.scenarios.long_context.arithmetic import prefill_flops
 from sim.scenarios.long_context.runs import Context
 from sim.scenarios.long_context.study import run_long_context

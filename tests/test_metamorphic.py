@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sim.cost.comm import Topology, allreduce_s
-from sim.cost.roofline import compute_dtype, experts_touched
+from sim.cost.roofline import compute_dtype
+from sim.cost.routing import experts_touched, power_law_touched
 from sim.errors import UserError
 from sim.kv.memory import plan_memory
 from sim.run.setup import Setup
@@ -226,9 +227,10 @@ def test_moe_reads_the_expected_distinct_experts_its_tokens_touch(experts, topk,
 @pytest.mark.parametrize("model", ["qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3"])
 def test_a_decode_step_charges_the_experts_touched_not_every_resident_one(model, ep):
     """With every efficiency 1 (the bare roofline), a step's MoE seconds are the bytes of the
-    experts its tokens touch on this GPU (expected: each of E experts is picked by some of t
-    tokens choosing top-k with probability 1 - (1 - k/E)^t), with their activations, at the
-    HBM peak, or their FLOPs at the tensor peak: not every resident expert's bytes."""
+    experts its tokens touch on this GPU (expected: with EP each of E experts is picked by some
+    of t tokens choosing top-k with probability 1 - (1 - k/E)^t; without, as the power-law
+    routing the tables measured touches them, sim/cost/routing.py), with their activations, at
+    the HBM peak, or their FLOPs at the tensor peak: not every resident expert's bytes."""
     from sim.cost.kernels import KernelPricer
     from sim.cost.step import CostModel
     from tests.conftest import unit_profile
@@ -244,6 +246,8 @@ def test_a_decode_step_charges_the_experts_touched_not_every_resident_one(model,
     peak = hw.peak_flops_per_s(compute_dtype(hw, cost.expert_dtype))
     for tokens in (1, 4, 32):
         touched = local * (1 - (1 - e.experts_per_token / e.num_experts) ** tokens)
+        if ep == 1:
+            touched = float(power_law_touched(tokens, e.experts_per_token, e.num_experts))
         assert touched < local  # a small batch does not touch every expert it holds
         share = tokens / ep if ep > 1 else tokens  # tokens whose choices land on this GPU
         nbytes = touched * expert_bytes + share * m.hidden_size * 2 * 2

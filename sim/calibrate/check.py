@@ -54,7 +54,6 @@ def predict(obs: pd.DataFrame, pricer: KernelPricer) -> np.ndarray:
                         col(sub, "topk"),
                         col(sub, "experts"),
                         dtype,
-                        balanced=True,  # as the tables routed (roofline.moe_shape)
                     ),
                 )
         elif op in ("allreduce", "sendrecv"):

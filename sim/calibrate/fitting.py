@@ -73,9 +73,9 @@ def roofline(hw: Hardware, op: str, rows: pd.DataFrame, key: str):
         peak = hw.peak_flops_per_s(compute_dtype(hw, key))
         return x, np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
     if op == "moe":
-        # the experts the table's balanced routing touched, not a served batch's (roofline.py)
+        # the experts the table's routing touched, as a served batch's (sim/cost/routing.py)
         flops, nbytes, x = moe_shape(
-            hw, f["tokens"], f["hidden"], f["inter"], f["topk"], f["experts"], key, balanced=True
+            hw, f["tokens"], f["hidden"], f["inter"], f["topk"], f["experts"], key
         )
         peak = hw.peak_flops_per_s(compute_dtype(hw, key))
         return x, np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)

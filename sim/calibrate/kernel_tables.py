@@ -22,6 +22,7 @@ from pyarrow import ArrowException
 
 from sim.calibrate.layer_tables import read_layer_profile, read_vidur_comm, read_vidur_mlp
 from sim.calibrate.observations import DEVICE_GPU, DTYPES, FOLDER_GPU, frame
+from sim.cost.routing import ROUTING
 from sim.errors import UserError, shown
 from sim.paths import shared_data_missing
 from sim.user_files import RESULTS_BYTES, binary, guarded, refuse_duplicate_columns
@@ -291,7 +292,9 @@ def _aic_decode(df, path):
 
 
 def _aic_moe(df, path):
-    """Balanced routing of gated (SwiGLU) experts, without expert parallelism. Non-gated
+    """Gated (SwiGLU) experts under the routing the cost model prices served batches at
+    (sim/cost/routing.py ROUTING: AIConfigurator's power law of exponent 1.2), without expert
+    parallelism. Non-gated
     experts (two matrices, kernel_source *_nongated) are another kernel than the catalogue's
     models run. An expert-parallel rank (moe_ep_size > 1) runs num_experts / ep whole experts
     on the 1/ep of the pairs routed to them: read at those features, its rows run slower than
@@ -302,7 +305,7 @@ def _aic_moe(df, path):
     gated = True
     if "kernel_source" in df:
         gated = ~df["kernel_source"].astype(str).str.contains("nongated")
-    df = df[(df["distribution"] == "balanced") & gated & (df["moe_ep_size"] == 1)]
+    df = df[(df["distribution"] == ROUTING) & gated & (df["moe_ep_size"] == 1)]
     c = _aic_common(df, path) if len(df) else {}
     return frame(
         {

@@ -314,13 +314,11 @@ class KernelPricer:
         )
         return self._surface(kind, shape.backend, shape.kv_dtype)
 
-    def moe_s(
-        self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1, balanced=False
-    ) -> np.ndarray:
-        """Routed experts on one GPU (spread: the expert-parallel group; balanced: the experts
-        a measured table's routing touched, for checking against it; roofline.moe_shape)."""
+    def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1) -> np.ndarray:
+        """Routed experts on one GPU (spread: the expert-parallel group; the routing is
+        sim/cost/routing.py's, as the tables measured it; roofline.moe_shape)."""
         flops, nbytes, feats = moe_shape(
-            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread, balanced
+            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread
         )
         peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
         seconds = self._price(

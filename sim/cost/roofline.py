@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from sim.cost.routing import routed_experts
 from sim.specs.hardware import Hardware
 
 ACT_BYTES = 2.0
@@ -168,43 +169,15 @@ def decode_shape(hw, ctx, num_seqs, heads, kv_heads, head_dim, window, chunked, 
 DECODE_FEATURES = ("log2_keys", "log2_seqs_x_kv_heads", "log2_head_dim", "log2_gqa")
 
 
-def experts_touched(tokens, topk, experts, spread=1) -> np.ndarray:
-    """Expected distinct experts, of the `experts` one GPU holds, that a batch routes to: each
-    token picks topk of all the experts. With expert parallelism the GPU holds 1/spread of
-    them and sees 1/spread of the token-expert choices (tokens = the batch's tokens / spread):
-    each of its experts is picked by some token with probability 1 - (1 - topk / all)^all
-    tokens (not all of them once topk exceeds the experts it holds)."""
-    tokens, topk, experts, spread = (
-        np.asarray(v, dtype=np.float64) for v in (tokens, topk, experts, spread)
-    )
-    missed = np.clip(1 - topk / (experts * spread), 0, 1)
-    return experts * (1 - np.power(missed, tokens * spread))
-
-
-def balanced_experts_touched(tokens, topk, experts) -> np.ndarray:
-    """Distinct experts a batch touches under AIConfigurator's `balanced` routing, the one its
-    MoE tables are fitted on (sim/calibrate/kernel_tables.py): token t's i-th pick is expert
-    (t + i * ceil(E / topk)) mod E, or spread evenly over the stride for fewer tokens than it
-    (collector/helper.py balanced_logits, ai-dynamo/aiconfigurator@095f58a), so every pick
-    lands on another expert until all are taken: min(E, tokens x topk), exactly where topk
-    divides E and within 3% otherwise. Routing that picks independently touches fewer
-    (experts_touched: 82 of 128 for 32 tokens of top-4, where the table's kernel read 128)."""
-    tokens, topk, experts = (np.asarray(v, dtype=np.float64) for v in (tokens, topk, experts))
-    return np.minimum(experts, tokens * topk)
-
-
-def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread=1, balanced=False):
+def moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread=1):
     """(FLOPs, bytes, features) of the routed experts on one GPU (inter, experts: local;
     spread: the expert-parallel group, 1 without). The weights read are those of the experts
-    the batch's tokens touch: under independent picks (experts_touched; what a served batch
-    is priced at) or, `balanced`, under the routing a measured table ran (fitting only)."""
+    the batch's tokens touch under the routing the tables measured and a served batch is
+    priced at (sim/cost/routing.py: fitting and pricing alike)."""
     tokens = np.asarray(tokens, dtype=np.float64)
     expert_params = 3.0 * np.asarray(hidden, dtype=np.float64) * inter
     flops = 2 * tokens * topk * expert_params
-    if balanced:
-        touched = balanced_experts_touched(tokens, topk, experts)
-    else:
-        touched = experts_touched(tokens, topk, experts, spread)
+    touched = routed_experts(tokens, topk, experts, spread)
     nbytes = touched * expert_params * WEIGHT_BYTES[dtype]
     nbytes = nbytes + tokens * hidden * 2 * ACT_BYTES
     feats = _stack(log2(tokens * topk / experts), log2(experts), log2(expert_params))

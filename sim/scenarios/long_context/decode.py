@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sim.cost.roofline import WEIGHT_BYTES, experts_touched
+from sim.cost.roofline import WEIGHT_BYTES
+from sim.cost.routing import experts_touched
 from sim.cost.step import CostModel
 from sim.scenarios.long_context.arithmetic import Fit, kv_bytes_sequence_per_gpu
 from sim.specs.model import ModelSpec
