@@ -22,6 +22,10 @@ until 0.5.2 a batch retracts until 20 decode steps' tokens per request are free;
 one more step fits (check_decode_mem), the new ratio's denominator gaining 1 from 0.5.6. Qwen3
 and Llama 4 are in 0.4.8's srt/models/; gpt-oss, Qwen3-Next and DeepSeek-V3.2 arrive by 0.5.3,
 Kimi-Linear by 0.5.6.
+
+enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
+managers/scheduler.py and schedule_policy.py) lets a prefill step carry the running decodes:
+sim/schedulers/sglang.py.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from dataclasses import replace
 
 from sim.engines import sglang_03, sglang_memory
 from sim.engines.overheads import cpu_overheads
-from sim.engines.settings import user_value
+from sim.engines.settings import SETTING_NAMES, user_value
 from sim.engines.versions import version_tuple
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
@@ -88,6 +92,7 @@ APPLICABLE = (
     "policy",
     "preemption_mode",
     "async_scheduling",
+    *(("enable_mixed_chunk",) if "enable_mixed_chunk" in SETTING_NAMES else ()),
     "new_token_ratio",
     "min_new_token_ratio",
     "new_token_ratio_decay",
@@ -179,6 +184,8 @@ def defaults(
     put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
     put("scheduler_reserve_full_isl", False, "not an SGLang setting")
     put("async_scheduling", *_overlap(v, at))
+    if "enable_mixed_chunk" in SETTING_NAMES:  # (the knob EngineSettings holds from issue 43)
+        put("enable_mixed_chunk", False, f"{at}: enable_mixed_chunk off (server_args.py)")
     put("async_output_proc", True, f"{at}: detokenisation in its own process")
     put("num_scheduler_steps", 1, "not an SGLang setting")
     put("capacity_policy", "", "not an SGLang setting")

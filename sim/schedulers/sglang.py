@@ -1,7 +1,7 @@
 """SGLang's scheduler: prefill first, conservative admission, retraction when decode runs dry.
 
-Each step is either a prefill batch or a decode batch, never both (enable_mixed_chunk is off
-by default):
+Each step is either a prefill batch or a decode batch, never both, unless enable_mixed_chunk
+(off by default) mixes them (see below):
   1. Prefill, if anything can be admitted. A request whose prefill is in progress (the chunked
      request) continues first; then waiting requests in policy order (`lpm`: longest cached
      prefix first, falling back to arrival order when more than 128 wait; `fcfs`: arrival
@@ -21,6 +21,17 @@ by default):
      new_token_ratio jumps to (tokens decoded + 20 x remaining) / their total max_new_tokens.
      After each decode step without retraction the ratio decays by new_token_ratio_decay
      towards min_new_token_ratio; it resets to its initial value when the batch empties.
+
+With enable_mixed_chunk (and a chunked_prefill_size) a prefill step carries the running
+requests' decodes (managers/scheduler.py get_new_batch_prefill, "Mixed-style chunked prefill":
+the running batch is prepared for decode and mixed into the new prefill batch, then merged back
+into the running batch). Its admission budget is shrunk by them first: PrefillAdder
+(managers/schedule_policy.py) starts with the chunk and max_prefill_tokens less one token per
+running request, and with that many tokens already counted against the pool. Decodes then no
+longer stall behind a burst of prompts, so requests admitted one after another finish one after
+another and a closed loop's clients drift apart. Read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9
+wheels (`pip download sglang==V --no-deps`); a step mixes only when the pool can hold the
+decodes' next tokens (SGLang does not check; the simulator's pool must).
 """
 
 from __future__ import annotations
@@ -56,6 +67,12 @@ class SglangScheduler(SchedulerBase):
         # 0.3/0.4 retract until 20 decode steps' tokens are free; 0.5 until one step fits
         self.retract_steps = settings.retract_decode_steps
         self.ratio_denominator_extra = settings.retract_ratio_offset
+        # (getattr: EngineSettings gains the knob in issue 43; False until it does)
+        self.mixed = getattr(settings, "enable_mixed_chunk", False) and self.chunk_size > 0
+        self.overlap = settings.async_scheduling  # the overlap scheduler
+        self.last_start: float | None = None  # when the last step that ran something started
+        self.planned_at: float | None = None  # overlap: when this step was planned
+        self.arrived: set[int] = set()  # requests added since the last step was planned
         self.chunked: Request | None = None  # the request whose prefill is in progress
         self.batch_is_full = False  # admission failed; retry once a running request leaves
         self.num_retractions = 0
@@ -67,13 +84,40 @@ class SglangScheduler(SchedulerBase):
             return f"prompt + max_new_tokens ({need}) do not fit the KV pool ({pool} tokens)"
         return None
 
+    def add_request(self, req: Request) -> None:
+        super().add_request(req)
+        self.arrived.add(req.request_id)
+
     def schedule(self, now: float) -> StepPlan:
+        # overlapped: this step was planned as the previous one started, before these came
+        self.planned_at = self.last_start if self.overlap else None
         plan = self._prefill(now)
         if plan is None:
             plan = self._decode()
+        if plan.batch_size == 0 and self.planned_at is not None:
+            # nothing was launched then: the loop plans again as requests come in
+            self.planned_at = None
+            plan = self._prefill(now) or plan
         if plan.batch_size == 0:  # idle
             self.new_token_ratio = self.init_ratio
+        self.last_start = now if plan.batch_size > 0 else None
+        self.arrived = set()
         return plan
+
+    def _visible(self) -> list[Request]:
+        """The waiting requests this step's planning sees. Under the overlap scheduler
+        (managers/scheduler.py event_loop_overlap: receive, plan and launch step n + 1, then
+        wait for step n's result and send its tokens) a step is planned while the one before
+        it runs, so a request that reached the engine after that one started waits one step
+        more: a client's next request, sent when its last token comes, misses the step
+        already planned and has its first token three steps later, one without overlap.
+        Seen: what was sent before that step started (a request sent at the very moment
+        comes a little later: the client and the tokenizer take their time) and has reached
+        the engine since (a front end may hold it longer)."""
+        if self.planned_at is None:
+            return list(self.waiting)
+        t = self.planned_at
+        return [r for r in self.waiting if r.arrival_s < t and r.request_id not in self.arrived]
 
     # ---- prefill --------------------------------------------------------------------------
     @staticmethod
@@ -81,7 +125,8 @@ class SglangScheduler(SchedulerBase):
         return min(req.max_output_len - req.num_output_tokens, CLIP_MAX_NEW_TOKENS)
 
     def _prefill(self, now: float) -> StepPlan | None:
-        if self.chunked is None and (self.batch_is_full or not self.waiting):
+        visible = self._visible()
+        if self.chunked is None and (self.batch_is_full or not visible):
             return None
         if self.chunked is None and len(self.running) >= self.max_num_seqs:
             self.batch_is_full = self.full_is_sticky
@@ -90,13 +135,18 @@ class SglangScheduler(SchedulerBase):
         total_off = sum(
             self._reserve(r) * self.new_token_ratio for r in self.running if r is not self.chunked
         )
-        cur_off = 0
-        rem_chunk, rem_input = self.chunk_size, self.max_prefill_tokens
+        # mixed: the running requests' decodes ride in this step and come off its budgets
+        decodes = [r for r in self.running if r is not self.chunked] if self.mixed else []
+        mixed = len(decodes)
+        total_off += mixed
+        cur_off = mixed
+        rem_chunk, rem_input = self.chunk_size - mixed, self.max_prefill_tokens - mixed
         reqs: list[Request] = []
         new_tokens: list[int] = []
         if self.chunked is not None:
             req = self.chunked
-            n = min(req.num_tokens - req.num_computed_tokens, rem_chunk)
+            # at least one token: a chunk smaller than the running batch is no real setting
+            n = min(req.num_tokens - req.num_computed_tokens, max(rem_chunk, 1))
             if self.kv.allocate_slots(req, n) is None:  # no room after all: retract it
                 self.chunked = None
                 self.running.remove(req)
@@ -114,7 +164,7 @@ class SglangScheduler(SchedulerBase):
                 self.chunked = None
         no_token = False
         if self.chunked is None:
-            for req in self._order():
+            for req in self._order(visible):
                 if len(self.running) >= self.max_num_seqs:
                     self.batch_is_full = self.full_is_sticky
                     break
@@ -144,11 +194,14 @@ class SglangScheduler(SchedulerBase):
             self.batch_is_full = self.full_is_sticky
         if not reqs:
             return None
+        if decodes and self._fits(decodes, 1):
+            for req in decodes:
+                self.kv.grow(req, 1)
+            reqs, new_tokens = reqs + decodes, new_tokens + [1] * len(decodes)
         return self._plan(reqs, new_tokens, 0)
 
-    def _order(self) -> list[Request]:
-        """Waiting requests in the order the policy tries them."""
-        queue = list(self.waiting)
+    def _order(self, queue: list[Request]) -> list[Request]:
+        """The `queue` of waiting requests in the order the policy tries them."""
         limit = self.lpm_max_queue
         if self.lpm and (limit is None or len(queue) <= limit) and self.kv.enable_caching:
             hit = {r.request_id: self.kv.get_computed_blocks(r)[1] for r in queue}
