@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.engines.settings import SETTING_NAMES
+from sim.engines.versions import version_tuple
 from sim.errors import UserError
 from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
 from sim.scenarios.validate.importers.fields import count, count_or_one, finite_float
+from sim.scenarios.validate.importers.reused_prompts import (
+    benchmark_run,
+    fp8_kv_checkpoint,
+    replay_reused_prompts,
+)
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 from sim.user_files import RESULTS_BYTES, guarded, refuse_duplicate_columns
@@ -40,7 +47,7 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
     if missing:
         raise UserError(f"{path}: not a silicon CSV (missing {', '.join(sorted(missing))})")
     skipped: dict[str, int] = {}
-    cases = []
+    cases, runs = [], []
     for row in df.itertuples(index=False):
         if backends and row.backend not in backends:
             continue
@@ -51,6 +58,8 @@ def silicon(path: Path, out: Path, backends=None, systems=None) -> tuple[list[di
             skipped[why] = skipped.get(why, 0) + 1
             continue
         cases.append(_case(row, path))
+        runs.append(benchmark_run(row))
+    replay_reused_prompts(cases, runs)
     return cases, skipped
 
 
@@ -135,13 +144,12 @@ def _case(row, path: Path) -> dict:
             "GPUs' HBM peak: the server ran fewer requests at a time than the concurrency, "
             "through a limit the row does not record"
         )
-    launch = launch_args(str(row.backend), c, isl, osl)
+    launch = launch_args(str(row.backend), c, isl, osl, str(row.backend_version))
     if launch:
-        notes.append(
-            "launched as AIConfigurator's generator launches a benchmark worker (max_num_seqs "
-            "= concurrency, max_num_batched_tokens = concurrency + ISL + 1500, max_model_len = "
-            "ISL + OSL + 1500, no prefix caching)"
-        )
+        notes.append(LAUNCH_NOTES[str(row.backend)])
+    if launch and row.backend == "vllm" and fp8_kv_checkpoint(str(row.model_path)):
+        launch["kv_cache_dtype"] = "fp8"  # AIConfigurator's choice for FP8 checkpoints
+        notes.append("with an FP8 KV cache, as AIConfigurator launches FP8 checkpoints")
     return {
         "id": f"aic-{row.id}",
         "engine": f"{row.backend}@{row.backend_version}",
@@ -151,7 +159,11 @@ def _case(row, path: Path) -> dict:
         "parallel": parallel,
         **({"engine_args": launch} if launch else {}),
         # what no row records, assumed: the band also runs the engine's defaults
-        **({"launch": {"source": LAUNCH_SOURCE, "engine_args": launch}} if launch else {}),
+        **(
+            {"launch": {"source": LAUNCH_SOURCES[row.backend], "engine_args": launch}}
+            if launch
+            else {}
+        ),
         "workload": {
             "closed_loop": {
                 "concurrency": c,
@@ -207,6 +219,26 @@ LAUNCH_SOURCE = (
     "AIConfigurator's generator, rule_plugin/benchmark/vllm.rule (ai-dynamo/aiconfigurator "
     "2b264ba) and config/backend_config_mapping.yaml (043c66c)"
 )
+LAUNCH_SOURCES = {
+    "vllm": LAUNCH_SOURCE,
+    "sglang": (
+        "AIConfigurator's generator, rule_plugin/benchmark/sglang.rule (ai-dynamo/aiconfigurator "
+        "5559575), config/backend_config_mapping.yaml (dbb322e), backend_templates/sglang/"
+        "cli_args.j2"
+    ),
+}
+LAUNCH_NOTES = {
+    "vllm": (
+        "launched as AIConfigurator's generator launches a benchmark worker (max_num_seqs "
+        "= concurrency, max_num_batched_tokens = concurrency + ISL + 1500, max_model_len = "
+        "ISL + OSL + 1500, no prefix caching)"
+    ),
+    "sglang": (
+        "launched as AIConfigurator's generator launches a benchmark worker "
+        "(max_running_requests = concurrency, max_prefill_tokens = ISL + 1500, "
+        "enable_mixed_chunk, no radix cache)"
+    ),
+}
 
 
 def decode_floor_ms(model, hardware, dtype, concurrency, context, gpus) -> float | None:
@@ -227,7 +259,7 @@ def decode_floor_ms(model, hardware, dtype, concurrency, context, gpus) -> float
     return (weights + kv) / gpus / hw.hbm_bytes_per_s * 1e3
 
 
-def launch_args(backend: str, concurrency: int, isl: int, osl: int) -> dict:
+def launch_args(backend: str, concurrency: int, isl: int, osl: int, version: str = "") -> dict:
     """The engine arguments of a silicon row's server, as AIConfigurator's config generator
     launches an aggregated vLLM worker for a benchmark of `concurrency` clients
     (ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/benchmark/vllm.rule at
@@ -239,8 +271,28 @@ def launch_args(backend: str, concurrency: int, isl: int, osl: int) -> dict:
     AIConfigurator's automated gap analysis, which deploys what its generator writes; the
     token budget decides how many prompts share a prefill step, which is most of a closed
     loop's TTFT. The capture sizes 1..concurrency are left at vLLM's own list: on the 282 vLLM
-    rows they moved no median by more than 0.1 point. Other engines' rows keep their defaults
-    (empty)."""
+    rows they moved no median by more than 0.1 point. An SGLang worker (rule_plugin/benchmark/
+    sglang.rule at 5559575, flags by the same mapping at dbb322e and backend_templates/sglang/
+    cli_args.j2) gets --max-running-requests = the concurrency, --max-prefill-tokens = ISL +
+    1500, --enable-mixed-chunk (decodes ride in the prefill steps: sim/schedulers/sglang.py)
+    and --disable-radix-cache; its chunked_prefill_size stays SGLang's own (the rule sets no
+    max_num_tokens) and its --cuda-graph-bs 1..concurrency is left at SGLang's list, as
+    vLLM's. Which rows the generator launched is not recorded: it supports SGLang from
+    2025-12-04 (95ddf24) and turns on mixed chunks from 2026-01-19 (fa895ff, 07a3779), so
+    releases out before it (0.5.1.post1: its wheel is of 2025-08-24) keep SGLang's defaults,
+    as the visible rows say (the 78 Qwen3-32B H100 rows of 0.5.1.post1: median |error| of
+    TTFT 19.9% and TPOT 7.0% with the defaults, 63.3% and 31.4% launched so; the 46
+    Llama-3.1-8B H200 rows of 0.5.6.post2: 218% and 19.8% with the defaults, 31.7% and 15.0%
+    launched so). Other engines' rows keep their defaults."""
+    if backend == "sglang":
+        if version_tuple(version) < (0, 5, 6) or "enable_mixed_chunk" not in SETTING_NAMES:
+            return {}
+        return {
+            "max_num_seqs": concurrency,
+            "max_prefill_tokens": isl + 1500,
+            "enable_mixed_chunk": True,
+            "enable_prefix_caching": False,
+        }
     if backend != "vllm":
         return {}
     return {
