@@ -11,6 +11,7 @@ from sim.engines.settings import SETTING_NAMES
 from sim.run.driver import check_conservation, run_simpy
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
+from sim.scenarios.validate.importers.silicon import launch_args
 from sim.workload.generate import generate
 from tests.conftest import config
 
@@ -99,3 +100,19 @@ def test_the_overlap_scheduler_plans_a_step_ahead():
         assert lags and lags == [lag] * len(lags)
     _, reqs, _ = _run({}, {"concurrency": 1, "num_requests": 2, "output_len": 4})
     assert reqs[1].first_scheduled_s == reqs[1].arrival_s  # nothing else runs: at once
+
+
+def test_silicon_rows_launch_sglang_as_the_generator_does_from_0_5_6():
+    launch = launch_args("sglang", 8, 1024, 128, "0.5.9")
+    if "enable_mixed_chunk" not in SETTING_NAMES:  # the knob not in yet: SGLang's defaults
+        assert launch == {}
+        return
+    assert launch == {
+        "max_num_seqs": 8,
+        "max_prefill_tokens": 1024 + 1500,
+        "enable_mixed_chunk": True,
+        "enable_prefix_caching": False,
+    }
+    assert launch_args("sglang", 8, 1024, 128, "0.5.6.post2") == launch
+    # a release out before the generator ran SGLang keeps SGLang's defaults
+    assert launch_args("sglang", 8, 1024, 128, "0.5.1.post1") == {}
