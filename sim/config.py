@@ -133,6 +133,9 @@ class WorkloadConfig:
     # client's send and the engine's queue: counted in TTFT; 0: the engine sees it at once
     frontend_us_per_token: float = _opt(0.0, min=0, max=1e6)  # and per prompt token
     # (tokenisation), added to frontend_ms
+    client_in_process: bool = False  # the benchmark's client runs in the engine's own process
+    # (vLLM's AsyncLLMEngine in the benchmark's event loop, as AccelMark's runners): under vLLM
+    # V0's async output processing it sees each first token a step late (sim/run/delivery.py)
     warmup_requests: int = _requests(0, min=0)  # the first N requests sent are warm-up: they run,
     # but the bench metrics leave them out (as a benchmark harness's warm-up)
     priority_levels: int = _requests(1, min=1)  # >1: each request draws a priority 0..k-1 (lower

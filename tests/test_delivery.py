@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.run.delivery import in_flight_at, seen_at
+from sim.run.delivery import in_process_view, seen_at
 
 
 def _steps(replica, start, duration):
@@ -36,11 +36,28 @@ def test_replicas_apart_and_nan_kept():
     assert (seen[:2] >= sampled[:2]).all()
 
 
-def test_in_flight_at_arrival():
-    # steps [0, 0.01), [0.01, 0.03); idle until [0.5, 0.52)
-    steps = _steps([0, 0, 0], [0.0, 0.01, 0.5], [0.01, 0.02, 0.02])
-    arrival = np.array([0.005, 0.01, 0.2, 0.5, 0.51])
-    # mid-step: yes; at a step's start (the engine free to take it): no; while idle: no
-    np.testing.assert_array_equal(
-        in_flight_at(arrival, np.zeros(5, dtype=int), steps), [True, False, False, False, True]
+def _requests(first, finish, output):
+    n = len(first)
+    df = pd.DataFrame(
+        {"replica": np.zeros(n, dtype=int), "arrival_s": np.zeros(n), "first_token_s": first}
     )
+    df["finish_s"], df["output_tokens"] = finish, output
+    df["ttft_s"] = df["first_token_s"]
+    return df
+
+
+def test_an_in_process_v0_client_sees_first_tokens_a_step_late():
+    """workload.client_in_process under vLLM V0 with async output processing: TTFT grows by the
+    next step, TPOT is recomputed over the rest, a one-token request finishes when seen."""
+    from types import SimpleNamespace
+
+    steps = _steps([0, 0, 0], [0.0, 0.01, 0.03], [0.01, 0.02, 0.01])
+    reqs = _requests([0.01, 0.01], [0.04, 0.01], [4, 1])
+    v0 = SimpleNamespace(scheduler="vllm_v0", async_output_proc=True)
+    seen = in_process_view(reqs, steps, v0)
+    np.testing.assert_allclose(seen["ttft_s"], [0.03, 0.03])
+    np.testing.assert_allclose(seen["finish_s"], [0.04, 0.03])
+    np.testing.assert_allclose(seen["tpot_s"].iloc[0], (0.04 - 0.03) / 3)
+    for settings in (SimpleNamespace(scheduler="vllm_v1", async_output_proc=True),
+                     SimpleNamespace(scheduler="vllm_v0", async_output_proc=False)):  # fmt: skip
+        assert in_process_view(reqs, steps, settings) is reqs

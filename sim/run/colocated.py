@@ -8,10 +8,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.run.audit import PhysicsAudit, audit_record, longest_request
+from sim.run.delivery import in_process_view
 from sim.run.driver import Progress, check_conservation, run_simpy
 from sim.run.engine import warm_prefix_caches
 from sim.run.findings import enforce
@@ -68,6 +70,7 @@ def stagger_first_wave(workload: Workload, setup: Setup) -> Workload:
     return replace(workload, arrival_s=arrival, description=what)
 
 
+STEP_COLUMNS = ["replica", "start_s", "duration_s"]  # what in_process_view reads
 STREAM_FROM_REQUESTS = 100_000  # output.stream=null streams the steps of runs this long
 
 
@@ -140,6 +143,9 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
     else:
         steps = log.frame()
         audit.check_steps(steps)
+    if cfg.workload.client_in_process:  # the sampled steps of a streamed run will not do
+        every = steps if log.sink is None else pd.read_parquet(log.sink.path, columns=STEP_COLUMNS)
+        requests = in_process_view(requests, every, setup.settings)
     itl = merged([e.scheduler.itl for e in engines])  # warm-up requests' gaps left out
     summary, _, window = headline(cfg, workload, requests, itl)
     summary["sim"] = sim_figures(log, requests, setup.memory.num_blocks) | {

@@ -1,5 +1,5 @@
-"""When a client in the engine's own process sees a token: vLLM V0's AsyncLLMEngine hands each
-step's outputs over one step late.
+"""When a client in the engine's own process sees a token (workload.client_in_process): vLLM
+V0's AsyncLLMEngine hands each step's outputs over one step late.
 
 With async output processing (vLLM 0.6.0+, V0; on unless pipeline parallelism, speculative
 decoding or a platform without it turns it off: config.py verify_async_output_proc of the 0.7.3
@@ -15,14 +15,9 @@ event loop, runners/nvidia_vllm_47f5d58e/runner.py) sees the token sampled by st
 of step k + 1. When no unfinished request is left after a step, step_async drains the queue at
 once (`if not self.has_unfinished_requests()`), so a token with no later step is seen when sampled.
 
-vLLM V1 with async scheduling (on by default from 0.14.0) delays the first token by a step
-too, for another reason: EngineCore.step_with_batch_queue schedules step k + 1 blind while step k
-runs and then blocks on step k's result, so a request that arrives while step k is in flight is
-read from the input queue after step k ends and scheduled into step k + 2 (vllm/v1/engine/
-core.py: "Don't block on next worker response unless the queue is full"; max_concurrent_batches
-2 with async scheduling). A request that finds the engine idle is scheduled at once. The
-simulator schedules it into k + 1; `in_flight_at` says which requests arrived during a step, and
-`seen_at` of their first tokens approximates the step they lost (the next step's duration).
+vLLM V1 runs its engine core in another process and streams outputs as each step ends, so a
+client of V1 sees tokens when sampled (a V1 engine with async scheduling admits a request that
+arrives mid-step one step later still, which the simulator's V1 scheduler does not model yet).
 
 The run records when each token was sampled (a step's end); `seen_at` maps those times to when
 such a client sees them, per replica, from the run's step log."""
@@ -59,25 +54,21 @@ def seen_at(
     return out
 
 
-def in_flight_at(
-    arrival_s: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
-) -> np.ndarray:
-    """Whether a step of the request's replica was running when it arrived (started before
-    `arrival_s` and ended after it, by more than `eps_s`): the requests a V1 engine with async
-    scheduling leaves out of the step it has already scheduled."""
-    arrival_s = np.asarray(arrival_s, dtype=np.float64)
-    replica = np.asarray(replica)
-    out = np.zeros(len(arrival_s), dtype=bool)
-    for r in np.unique(replica):
-        mine = steps[steps["replica"] == r]
-        start = mine["start_s"].to_numpy(dtype=np.float64)
-        order = np.argsort(start, kind="stable")
-        start = start[order]
-        end = start + mine["duration_s"].to_numpy(dtype=np.float64)[order]
-        at = replica == r
-        i = np.searchsorted(start, arrival_s[at] - eps_s, side="left") - 1
-        ok = i >= 0
-        busy = np.zeros(int(at.sum()), dtype=bool)
-        busy[ok] = arrival_s[at][ok] < end[i[ok]] - eps_s
-        out[at] = busy
+def in_process_view(requests: pd.DataFrame, steps: pd.DataFrame, settings) -> pd.DataFrame:
+    """The run's requests (sim/run/metrics.py requests_frame) as a client in the engine's own
+    process sees them: under vLLM V0 with async output processing each first token at the end of
+    the step after the one that sampled it (seen_at), its TTFT and TPOT recomputed; a request
+    that finished with that token finishes when it is seen. Other engines: unchanged (V1's
+    engine core streams each step's outputs from its own process)."""
+    if settings.scheduler != "vllm_v0" or not settings.async_output_proc:
+        return requests
+    out = requests.copy()
+    replica = out["replica"].to_numpy()
+    first = seen_at(out["first_token_s"].to_numpy(dtype=np.float64), replica, steps)
+    out["first_token_s"] = first
+    out["finish_s"] = np.fmax(out["finish_s"].to_numpy(dtype=np.float64), first)
+    out["ttft_s"] = out["first_token_s"] - out["arrival_s"]
+    out["e2el_s"] = out["finish_s"] - out["arrival_s"]
+    decode_tokens = (out["output_tokens"] - 1).where(out["output_tokens"] > 1)
+    out["tpot_s"] = (out["e2el_s"] - out["ttft_s"]) / decode_tokens
     return out
