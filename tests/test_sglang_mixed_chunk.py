@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.engines.settings import SETTING_NAMES
 from sim.run.driver import check_conservation, run_simpy
 from sim.run.metrics import StepLog
 from sim.run.setup import Setup
@@ -17,10 +16,6 @@ from tests.conftest import config
 
 LOOP = {"kind": "closed_loop", "concurrency": 16, "num_requests": 64, "input_len": 2000}
 LAUNCH = {"max_prefill_tokens": 3500}  # AIConfigurator's generator: ISL + 1500
-needs_knob = pytest.mark.skipif(
-    "enable_mixed_chunk" not in SETTING_NAMES,
-    reason="EngineSettings.enable_mixed_chunk (sim/engines/settings.py) is not in yet",
-)
 
 
 def _run(engine_args: dict, workload: dict | None = None):
@@ -41,7 +36,6 @@ def _run(engine_args: dict, workload: dict | None = None):
     return setup.settings, reqs, log.frame()
 
 
-@needs_knob
 def test_mixed_chunk_is_off_by_default_and_named_as_sglang_names_it():
     settings, _, _ = _run({})
     assert settings.enable_mixed_chunk is False
@@ -51,7 +45,6 @@ def test_mixed_chunk_is_off_by_default_and_named_as_sglang_names_it():
     assert on.rules["enable_mixed_chunk"] == "user override (engine_args.enable_mixed_chunk)"
 
 
-@needs_knob
 @pytest.mark.parametrize("mixed", [False, True])
 def test_decodes_ride_in_prefill_steps_only_when_mixed(mixed):
     _, _, steps = _run({"enable_mixed_chunk": mixed, "chunked_prefill_size": 4096})
@@ -62,7 +55,6 @@ def test_decodes_ride_in_prefill_steps_only_when_mixed(mixed):
         assert (both.prefill_tokens + both.decode_tokens == 4096).any()
 
 
-@needs_knob
 def test_mixed_steps_let_a_closed_loop_drift_apart():
     """Without mixing, decodes wait for the whole burst of prompts, the clients finish
     together and every wave queues behind the others' prompts; mixed, each finishes a step
@@ -87,8 +79,7 @@ def test_the_overlap_scheduler_plans_a_step_ahead():
     four = {"concurrency": 4, "num_requests": 16, "output_len": 16}
     for overlap, lag in ((True, 2), (False, 0)):
         args = LAUNCH | {"disable_overlap_schedule": not overlap}
-        if "enable_mixed_chunk" in SETTING_NAMES:  # mixed, the clients drift apart at once
-            args["enable_mixed_chunk"] = True
+        args["enable_mixed_chunk"] = True  # mixed, the clients drift apart at once
         _, reqs, steps = _run(args, four)
         starts = list(np.round(steps.start_s.to_numpy(), 12))
         running = steps.num_running.to_numpy()
@@ -104,9 +95,6 @@ def test_the_overlap_scheduler_plans_a_step_ahead():
 
 def test_silicon_rows_launch_sglang_as_the_generator_does_from_0_5_6():
     launch = launch_args("sglang", 8, 1024, 128, "0.5.9")
-    if "enable_mixed_chunk" not in SETTING_NAMES:  # the knob not in yet: SGLang's defaults
-        assert launch == {}
-        return
     assert launch == {
         "max_num_seqs": 8,
         "max_prefill_tokens": 1024 + 1500,

@@ -88,6 +88,7 @@ class EngineSettings:
     rules: Mapping[str, str]  # field name -> the rule that set it
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
+    enable_mixed_chunk: bool = False  # SGLang: running decodes ride in each prefill step
 
     def display_name(self, knob: str) -> str:
         return (self.names or {}).get(knob, knob)
@@ -175,6 +176,7 @@ CATEGORY: dict[str, Category] = {
     "kv_offload_disk_bytes": Category.MEMORY,
     "kv_offload_disk_bytes_per_s": Category.MEMORY,
     "kv_transfer_layerwise": Category.SCHEDULING,
+    "enable_mixed_chunk": Category.SCHEDULING,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)

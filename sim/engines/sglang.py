@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from sim.engines import sglang_03, sglang_memory
 from sim.engines.overheads import cpu_overheads
-from sim.engines.settings import SETTING_NAMES, user_value
+from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
@@ -92,7 +92,7 @@ APPLICABLE = (
     "policy",
     "preemption_mode",
     "async_scheduling",
-    *(("enable_mixed_chunk",) if "enable_mixed_chunk" in SETTING_NAMES else ()),
+    "enable_mixed_chunk",
     "new_token_ratio",
     "min_new_token_ratio",
     "new_token_ratio_decay",
@@ -184,8 +184,7 @@ def defaults(
     put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
     put("scheduler_reserve_full_isl", False, "not an SGLang setting")
     put("async_scheduling", *_overlap(v, at))
-    if "enable_mixed_chunk" in SETTING_NAMES:  # (the knob EngineSettings holds from issue 43)
-        put("enable_mixed_chunk", False, f"{at}: enable_mixed_chunk off (server_args.py)")
+    put("enable_mixed_chunk", False, f"{at}: enable_mixed_chunk off (server_args.py)")
     put("async_output_proc", True, f"{at}: detokenisation in its own process")
     put("num_scheduler_steps", 1, "not an SGLang setting")
     put("capacity_policy", "", "not an SGLang setting")

@@ -68,7 +68,7 @@ class SglangScheduler(SchedulerBase):
         self.retract_steps = settings.retract_decode_steps
         self.ratio_denominator_extra = settings.retract_ratio_offset
         # (getattr: EngineSettings gains the knob in issue 43; False until it does)
-        self.mixed = getattr(settings, "enable_mixed_chunk", False) and self.chunk_size > 0
+        self.mixed = settings.enable_mixed_chunk and self.chunk_size > 0
         self.overlap = settings.async_scheduling  # the overlap scheduler
         self.last_start: float | None = None  # when the last step that ran something started
         self.planned_at: float | None = None  # overlap: when this step was planned

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.engines.settings import SETTING_NAMES
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
 from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
@@ -285,7 +284,7 @@ def launch_args(backend: str, concurrency: int, isl: int, osl: int, version: str
     Llama-3.1-8B H200 rows of 0.5.6.post2: 218% and 19.8% with the defaults, 31.7% and 15.0%
     launched so). Other engines' rows keep their defaults."""
     if backend == "sglang":
-        if version_tuple(version) < (0, 5, 6) or "enable_mixed_chunk" not in SETTING_NAMES:
+        if version_tuple(version) < (0, 5, 6):
             return {}
         return {
             "max_num_seqs": concurrency,
