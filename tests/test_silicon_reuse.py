@@ -78,6 +78,20 @@ def test_without_an_impossible_row_the_prompts_stay_unique(tmp_path):
     assert cases["aic-slow"]["engine_args"]["kv_cache_dtype"] == "fp8"
 
 
+def test_sglang_rows_launched_by_the_generator_get_the_fp8_kv_cache_too(tmp_path):
+    sglang = (
+        "sg,src,sglang,0.5.9,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,1024,4,8,1,,1,260,10\n"
+        "old,src,sglang,0.5.1.post1,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1024,1024,4,8,1,,1,"
+        "260,10\n"
+    )
+    path = tmp_path / "silicon.csv"
+    path.write_text(HEADER + sglang)
+    cases = {c["id"]: c for c in silicon(path, tmp_path / "cases.yaml")[0]}
+    assert cases["aic-sg"]["launch"]["engine_args"]["kv_cache_dtype"] == "fp8"
+    assert "engine_args" not in cases["aic-old"]  # before the generator: SGLang's defaults
+    assert "shared_prefix_tokens" not in cases["aic-sg"]["workload"]["closed_loop"]
+
+
 def test_runs_are_told_apart_by_source_file_model_and_engine(tmp_path):
     class Row:
         silicon_data_source = f"{RUN}16"

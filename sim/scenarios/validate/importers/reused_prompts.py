@@ -9,9 +9,11 @@ _get_quant_mode at ae7ece35a^ gave every FP8 deployment on SM >= 89 an fp8 KV ca
 generator passes the result's kvcache column on as the worker's kv_cache_dtype
 (src/aiconfigurator/generator/module_bridge.py lines 159-160), which
 config/backend_config_mapping.yaml (lines 54-58) turns into vLLM's --kv-cache-dtype fp8
-(backend_templates/vllm/cli_args.0.12.0.j2 line 8). Both rules agree on checkpoints that
-carry FP8 or NVFP4 weights themselves; they differ on BF16 checkpoints quantised online and on
-gpt-oss (MXFP4), which keep the engine's default.
+(backend_templates/vllm/cli_args.0.12.0.j2 line 8), and SGLang's --kv-cache-dtype fp8_e4m3
+(mapping lines 59-62, rule_plugin/benchmark/sglang.rule line 23). Both rules agree on
+checkpoints that carry FP8 or NVFP4 weights themselves; they differ on BF16 checkpoints
+quantised online and on gpt-oss (MXFP4), which keep the engine's default. It goes with the
+generator's launch: rows that keep the engine's defaults keep its KV dtype too.
 
 Reused prompts. The generator leaves prefix caching at the engine's default, on in vLLM V1: its
 rules only ever set disable_prefix_cache = false (rule_plugin/benchmark/vllm.rule line 19, when

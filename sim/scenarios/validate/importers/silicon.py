@@ -146,7 +146,7 @@ def _case(row, path: Path) -> dict:
     launch = launch_args(str(row.backend), c, isl, osl, str(row.backend_version))
     if launch:
         notes.append(LAUNCH_NOTES[str(row.backend)])
-    if launch and row.backend == "vllm" and fp8_kv_checkpoint(str(row.model_path)):
+    if launch and fp8_kv_checkpoint(str(row.model_path)):  # vLLM's fp8, SGLang's fp8_e4m3
         launch["kv_cache_dtype"] = "fp8"  # AIConfigurator's choice for FP8 checkpoints
         notes.append("with an FP8 KV cache, as AIConfigurator launches FP8 checkpoints")
     return {
