@@ -99,7 +99,6 @@ def test_silicon_rows_launch_sglang_as_the_generator_does_from_0_5_6():
         "max_num_seqs": 8,
         "max_prefill_tokens": 1024 + 1500,
         "enable_mixed_chunk": True,
-        "enable_prefix_caching": False,
     }
     assert launch_args("sglang", 8, 1024, 128, "0.5.6.post2") == launch
     # a release out before the generator ran SGLang keeps SGLang's defaults

@@ -270,13 +270,11 @@ def test_silicon_rows_become_closed_loop_cases(tmp_path):
         "max_num_seqs": 8,
         "max_num_batched_tokens": 8 + 1024 + 1500,
         "max_model_len": 1024 + 128 + 1500,
-        "enable_prefix_caching": False,
     }
     assert cases[1]["engine_args"] == {  # SGLang 0.5.9: the generator's SGLang launch
         "max_num_seqs": 16,
         "max_prefill_tokens": 1024 + 1500,
         "enable_mixed_chunk": True,
-        "enable_prefix_caching": False,
     }
     # Little's law: 8 requests in flight, each 154.2 + 127 x 18 ms, 128 tokens
     assert c["measured"]["output_throughput"] == pytest.approx(8 * 128 / 2.4402, rel=1e-4)

@@ -230,12 +230,12 @@ LAUNCH_NOTES = {
     "vllm": (
         "launched as AIConfigurator's generator launches a benchmark worker (max_num_seqs "
         "= concurrency, max_num_batched_tokens = concurrency + ISL + 1500, max_model_len = "
-        "ISL + OSL + 1500, no prefix caching)"
+        "ISL + OSL + 1500; the prefix cache left on)"
     ),
     "sglang": (
         "launched as AIConfigurator's generator launches a benchmark worker "
         "(max_running_requests = concurrency, max_prefill_tokens = ISL + 1500, "
-        "enable_mixed_chunk, no radix cache)"
+        "enable_mixed_chunk; the radix cache left on)"
     ),
 }
 
@@ -263,26 +263,28 @@ def launch_args(backend: str, concurrency: int, isl: int, osl: int, version: str
     launches an aggregated vLLM worker for a benchmark of `concurrency` clients
     (ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/benchmark/vllm.rule at
     2b264ba: max_batch_size = the concurrency, max_num_tokens = max_batch_size + ISL + 1500,
-    max_seq_len = ISL + OSL + 1500, cuda_graph_batch_sizes = 1..max_batch_size; mapped to
-    vLLM's flags by generator/config/backend_config_mapping.yaml at 043c66c: --max-num-seqs,
-    --max-num-batched-tokens, --max-model-len, --cudagraph-capture-sizes, and
-    --no-enable-prefix-caching unless the workload shares a prefix). The rows come from
-    AIConfigurator's automated gap analysis, which deploys what its generator writes; the
-    token budget decides how many prompts share a prefill step, which is most of a closed
-    loop's TTFT. The capture sizes 1..concurrency are left at vLLM's own list: on the 282 vLLM
-    rows they moved no median by more than 0.1 point. An SGLang worker (rule_plugin/benchmark/
-    sglang.rule at 5559575, flags by the same mapping at dbb322e and backend_templates/sglang/
-    cli_args.j2) gets --max-running-requests = the concurrency, --max-prefill-tokens = ISL +
-    1500, --enable-mixed-chunk (decodes ride in the prefill steps: sim/schedulers/sglang.py)
-    and --disable-radix-cache; its chunked_prefill_size stays SGLang's own (the rule sets no
-    max_num_tokens) and its --cuda-graph-bs 1..concurrency is left at SGLang's list, as
-    vLLM's. Which rows the generator launched is not recorded: it supports SGLang from
-    2025-12-04 (95ddf24) and turns on mixed chunks from 2026-01-19 (fa895ff, 07a3779), so
-    releases out before it (0.5.1.post1: its wheel is of 2025-08-24) keep SGLang's defaults,
-    as the visible rows say (the 78 Qwen3-32B H100 rows of 0.5.1.post1: median |error| of
-    TTFT 19.9% and TPOT 7.0% with the defaults, 63.3% and 31.4% launched so; the 46
-    Llama-3.1-8B H200 rows of 0.5.6.post2: 218% and 19.8% with the defaults, 31.7% and 15.0%
-    launched so). Other engines' rows keep their defaults."""
+    max_seq_len = ISL + OSL + 1500, cuda_graph_batch_sizes = 1..max_batch_size; mapped to vLLM's
+    flags by generator/config/backend_config_mapping.yaml at 043c66c: --max-num-seqs,
+    --max-num-batched-tokens, --max-model-len, --cudagraph-capture-sizes; its
+    disable_prefix_cache key, mapped to --no-enable-prefix-caching, is set only to false when
+    the workload shares a prefix and by no default (backend_templates/vllm/cli_args.0.12.0.j2
+    writes the flag only when it is true; rendering/engine.py; at 095f58a), so vLLM's own prefix
+    caching stays on). The rows come from AIConfigurator's automated gap analysis, which deploys
+    what its generator writes; the token budget decides how many prompts share a prefill step,
+    which is most of a closed loop's TTFT. The capture sizes 1..concurrency are left at vLLM's
+    own list: on the 282 vLLM rows they moved no median by more than 0.1 point. An SGLang worker
+    (rule_plugin/benchmark/ sglang.rule at 5559575, flags by the same mapping at dbb322e and
+    backend_templates/sglang/ cli_args.j2) gets --max-running-requests = the concurrency,
+    --max-prefill-tokens = ISL + 1500, --enable-mixed-chunk (decodes ride in the prefill steps:
+    sim/schedulers/sglang.py) and, as vLLM, no flag that turns the radix cache off; its
+    chunked_prefill_size stays SGLang's own (the rule sets no max_num_tokens) and its
+    --cuda-graph-bs 1..concurrency is left at SGLang's list, as vLLM's. Which rows the generator
+    launched is not recorded: it supports SGLang from 2025-12-04 (95ddf24) and turns on mixed
+    chunks from 2026-01-19 (fa895ff, 07a3779), so releases out before it (0.5.1.post1: its wheel
+    is of 2025-08-24) keep SGLang's defaults, as the visible rows say (the 78 Qwen3-32B H100
+    rows of 0.5.1.post1: median |error| of TTFT 19.9% and TPOT 7.0% with the defaults, 63.3% and
+    31.4% launched so; the 46 Llama-3.1-8B H200 rows of 0.5.6.post2: 218% and 19.8% with the
+    defaults, 31.7% and 15.0% launched so). Other engines' rows keep their defaults."""
     if backend == "sglang":
         if version_tuple(version) < (0, 5, 6):
             return {}
@@ -290,7 +292,6 @@ def launch_args(backend: str, concurrency: int, isl: int, osl: int, version: str
             "max_num_seqs": concurrency,
             "max_prefill_tokens": isl + 1500,
             "enable_mixed_chunk": True,
-            "enable_prefix_caching": False,
         }
     if backend != "vllm":
         return {}
@@ -298,7 +299,6 @@ def launch_args(backend: str, concurrency: int, isl: int, osl: int, version: str
         "max_num_seqs": concurrency,
         "max_num_batched_tokens": concurrency + isl + 1500,
         "max_model_len": isl + osl + 1500,
-        "enable_prefix_caching": False,
     }
 
 
