@@ -58,7 +58,7 @@ KNOTS = {
         np.arange(6, 10),
         np.arange(0, 7, 2),
     ],
-    "moe": [np.arange(-10, 15, 2), np.arange(0, 11, 2), np.arange(18, 31, 3)],
+    "moe": [np.arange(-10, 15, 1), np.arange(0, 11, 2), np.arange(18, 31, 1)],
     "elementwise": [np.arange(8, 35, 2)],
 }
 

@@ -10,11 +10,13 @@ leave-one-model-out pass reported for every model.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.calibrate.check import mape_pct, predict
@@ -22,6 +24,7 @@ from sim.calibrate.fitting import HELD_OUT_FRACTION, SEED, SMOOTHING, fit_family
 from sim.calibrate.kernel_tables import read_tables
 from sim.calibrate.peaks import data_errors, summarise
 from sim.calibrate.report import held_out_errors, round_error
+from sim.cost.measured_moe import shape_key
 from sim.engines.versions import release_key
 from sim.specs.hardware import load_hardware
 from sim.user_files import load_yaml
@@ -85,6 +88,7 @@ SUPERSEDED = {
 # torch@ is calibration/profile_gpu.py; TensorRT-LLM's attention tables are its TRTLLM backend
 FAMILIES = ("vllm@", "sglang@", "trtllm@", "vidur", "torch@")
 REUSE_ENGINES = ("vllm", "sglang", "trtllm")
+MOE_SHAPE = ("dtype", "hidden", "inter", "topk", "experts")  # measured_moe's curve keys
 
 
 def _supersede(families: dict) -> None:
@@ -143,6 +147,24 @@ def _aliases(data_root: Path, folders) -> dict:
     return out
 
 
+def measured_moe(rows: pd.DataFrame) -> dict:
+    """The timed curves of a family's MoE rows (kernel_tables' frame: op moe), the median time
+    per shape and token count, as the profile holds them (sim/cost/measured_moe.py)."""
+    if rows.empty:
+        return {}
+    grid = np.unique(rows["tokens"].to_numpy(dtype=np.float64))
+    at = {t: i for i, t in enumerate(grid)}
+    curves = {}
+    median = rows.groupby([*MOE_SHAPE, "tokens"], sort=True)["latency_s"].median()
+    for shape, curve in median.groupby(level=list(range(len(MOE_SHAPE)))):
+        values = np.full(len(grid), np.nan, dtype="<f4")
+        for (*_, tokens), seconds in curve.items():
+            values[at[float(tokens)]] = seconds
+        if np.isfinite(values).sum() >= 2:
+            curves[shape_key(*shape)] = base64.b64encode(values.tobytes()).decode("ascii")
+    return {"tokens": grid.tolist(), "curves": curves} if curves else {}
+
+
 def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> dict:
     hw = load_hardware(source.gpu)
     obs = pd.concat(
@@ -186,6 +208,7 @@ def calibrate_gpu(source: Source, data_root: Path, out_dir: Path, log=print) -> 
         fam["tables"] = sources
         fam["held_out_models"] = held_models
         fam["errors"] = held_out_errors(hw, rows, held, fam)
+        fam["moe_measured"] = measured_moe(rows[rows["op"] == "moe"])
         families[family] = fam
         report["families"][family] = fam["errors"]
         report.setdefault("notes", {})[family] = fam["notes"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.cost.fp8 import REFERENCE
+from sim.cost.measured_moe import MeasuredExperts
 from sim.cost.prior import CostProfile
 from sim.cost.roofline import (
     ACT_BYTES,
@@ -133,6 +134,7 @@ class KernelPricer:
     # The same key's surfaces from the profile's other families, in lookup order: what prices
     # an expert shape the first one never measured (moe_s)
     alternates: dict[str, list[Surface]] = field(default_factory=dict)
+    measured_moe: MeasuredExperts | None = None  # timed expert shapes (measured_moe.py)
     # What determines every price (profile, family, GPU, prior), set by choose_pricer: two
     # pricers with the same fingerprint price everything alike, so the cost model may share
     # their per-context decode tables across runs in one process (None: no sharing).
@@ -316,20 +318,26 @@ class KernelPricer:
 
     def moe_s(self, tokens, hidden, inter, topk, experts, dtype="bf16", spread=1) -> np.ndarray:
         """Routed experts on one GPU (spread: the expert-parallel group; the routing is
-        sim/cost/routing.py's, as the tables measured it; roofline.moe_shape)."""
-        flops, nbytes, feats = moe_shape(
-            self.hardware, tokens, hidden, inter, topk, experts, dtype, spread
-        )
-        peak = self.hardware.peak_flops_per_s(compute_dtype(self.hardware, dtype))
-        seconds = self._price(
-            self._measured_experts(self._find("moe", self._measured_as("moe", dtype)), feats),
-            flops,
-            nbytes,
-            feats,
-            peak,
-            self.prior.gemm_flops_efficiency,
-        )
+        sim/cost/routing.py's, as the tables measured it; roofline.moe_shape): a shape a table
+        timed at its timings (sim/cost/measured_moe.py), any other by the surface."""
+        seconds, roof = self._moe_surface_s(tokens, hidden, inter, topk, experts, dtype, spread)
+        timed = self.measured_moe
+        if timed and np.all(np.asarray(spread) <= 1):
+            shape, again = (hidden, inter, topk, experts), self._moe_surface_s
+            at = lambda t, *one: again(t, *one, dtype, 1)[0]  # noqa: E731 (one shape's surface)
+            seconds = timed.apply(seconds, roof, tokens, shape, dtype, at)
+            if timed.hits:
+                self.used.setdefault("moe_measured", f"moe/{dtype} at a table's timings")
         return seconds
+
+    def _moe_surface_s(self, tokens, hidden, inter, topk, experts, dtype, spread):
+        """(seconds by the MoE surface, the roofline) of routed experts on one GPU."""
+        hw = self.hardware
+        flops, nbytes, feats = moe_shape(hw, tokens, hidden, inter, topk, experts, dtype, spread)
+        peak = hw.peak_flops_per_s(compute_dtype(hw, dtype))
+        surface = self._measured_experts(self._find("moe", self._measured_as("moe", dtype)), feats)
+        seconds = self._price(surface, flops, nbytes, feats, peak, self.prior.gemm_flops_efficiency)
+        return seconds, np.maximum(flops / peak, nbytes / hw.hbm_bytes_per_s)
 
     def _measured_experts(self, name: str | None, feats: np.ndarray) -> Surface | None:
         """The MoE surface `name`, unless its table never measured these experts (their count

@@ -15,6 +15,7 @@ from pathlib import Path
 from sim.cost.comm import allreduce_release
 from sim.cost.fp8 import BLOCK_REFERENCE, REFERENCE
 from sim.cost.kernels import CommTable, KernelPricer
+from sim.cost.measured_moe import MeasuredExperts
 from sim.cost.prior import PROFILE_DIR, CostProfile
 from sim.cost.surface import Surface
 from sim.engines.versions import release_key
@@ -81,6 +82,9 @@ class GpuProfile:
             surfaces[f"{REFERENCE}/gemm/fp8_block"] = Surface.from_dict(reference)
         pricer = KernelPricer(hardware, prior, surfaces, self.comm_tables(family), floors)
         pricer.alternates = others
+        order = self._lookup_order(family)
+        timed = [fam["moe_measured"] for fam in order if fam.get("moe_measured")]
+        pricer.measured_moe = MeasuredExperts(timed) if timed else None
         return pricer
 
     def _block_reference(self, family: str) -> dict | None:
