@@ -17,16 +17,18 @@ from sim.scenarios.validate.validation import REFUSED, Row
 # What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
 # report prints an explanation only for a group present in the table.
 GROUP_CAUSES = {
-    "gpt-oss-120b": "MXFP4 experts, priced alike on H100 and H200 (their small kernels come from "
-    "one die's tables); TTFT is under-predicted at every prompt length and TP on vLLM 0.18, a "
-    "prefill (or first visible token) cost not found yet. The 0.11.2 rows at concurrency 512 "
-    "report a TPOT below the time to read the weights and their sequences' KV once (flagged "
-    "decode_below_floor): the server ran far fewer requests at a time than the row's "
-    "concurrency, through a limit the row does not record.",
-    "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12: several rows need more "
-    "prefill compute than the GPU has (flagged: cached prefixes); with vLLM's BF16 KV for this "
-    "checkpoint a decode-only step alone is priced at or above the measured TPOT at TP1, so "
-    "the runs likely used FP8 KV and reused prompts, neither recorded.",
+    "gpt-oss-120b": "MXFP4 experts at their MoE tables' timings under the routing AIConfigurator "
+    "prices served MoE models with (a power law: a long prefill waits on the hot expert, a "
+    "decode batch reads fewer experts than independent picks would); TTFT is still under on "
+    "vLLM 0.18, most on the H200. The 0.11.2 rows at concurrency 512 report a TPOT below the "
+    "time to read the weights and their sequences' KV once (flagged decode_below_floor): the "
+    "server ran far fewer requests at a time than the row's concurrency, through a limit the "
+    "row does not record.",
+    "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12, run with the FP8 KV cache "
+    "AIConfigurator's generator launches FP8 checkpoints with and, as its run holds rows that "
+    "need more prefill than the GPU has (flagged), with prompts drawn from AIPerf's default "
+    "pool of 100 and served from vLLM's prefix cache; TTFT is over at high concurrency (the "
+    "first wave's prompts are cold) and under at 8,000-token prompts.",
     "qwen3-235b-a22b": "block-FP8 MoE on two and four H200s: the TP2 rows measure about the "
     "same TPOT at every concurrency, as if every expert were read each step, which the kernel "
     "tables do not show; rows whose experts span more GPUs than their TP (data-parallel "
