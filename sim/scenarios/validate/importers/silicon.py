@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.cost.routing import power_law_touched
 from sim.engines.versions import version_tuple
 from sim.errors import UserError
 from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
@@ -243,8 +244,9 @@ LAUNCH_NOTES = {
 def decode_floor_ms(model, hardware, dtype, concurrency, context, gpus) -> float | None:
     """The least time one decode step of `concurrency` sequences at `context` tokens can take:
     their KV (windowed layers at their window) and the weights they touch read once at the
-    GPUs' HBM peak, spread over `gpus`; a MoE touches the expected share of its experts,
-    1 - (1 - k / E)^tokens, and that share of the weights is a lower bound on the bytes read.
+    GPUs' HBM peak, spread over `gpus`; a MoE touches the experts the cost model's routing
+    touches (sim/cost/routing.py: AIConfigurator's power law, which reads fewer than
+    independent picks), and that share of the weights is a lower bound on the bytes read.
     None for a model or GPU not catalogued."""
     try:
         m, hw = load_model(model), load_hardware(hardware)
@@ -253,7 +255,8 @@ def decode_floor_ms(model, hardware, dtype, concurrency, context, gpus) -> float
         return None
     if m.moe is not None:
         e = m.moe
-        weights *= 1.0 - (1.0 - e.experts_per_token / e.num_experts) ** concurrency
+        weights *= float(power_law_touched(concurrency, e.experts_per_token, e.num_experts))
+        weights /= e.num_experts
     kv = concurrency * m.kv_bytes_for_sequence(context)
     return (weights + kv) / gpus / hw.hbm_bytes_per_s * 1e3
 
