@@ -121,8 +121,10 @@ def test_vllm_v1_mixes_decodes_and_prefill_chunks():
 
 def test_sglang_prefill_first_chunks_and_stalls_decodes():
     """SGLang: a step is all prefill or all decode; a long prompt goes in chunks of
-    chunked_prefill_size and the running requests wait for all of them."""
-    sched = make("sglang@0.4.6", 40, chunked_prefill_size=16)
+    chunked_prefill_size and the running requests wait for all of them. (Without the overlap
+    scheduler, so that C is seen by the step after it arrives: tests/test_sglang_mixed_chunk.py
+    holds the overlap's one-step planning lag.)"""
+    sched = make("sglang@0.4.6", 40, chunked_prefill_size=16, disable_overlap_schedule=True)
     a, b, c = req("A", 40, 3), req("B", 8, 3), req("C", 40, 2)
     steps = drive(sched, {1: [a, b], 4: [c]}, 9)
     assert steps == [
@@ -151,8 +153,10 @@ def test_sglang_admission_reserves_max_new_tokens():
 
 def test_sglang_retracts_to_the_back_of_the_queue():
     """The ratio lets B in beside A (A's future tokens count at 0.7); when the pool runs dry
-    the request with fewer outputs is retracted and recomputed later."""
-    sched = make("sglang@0.4.6", 9, chunked_prefill_size=16)
+    the request with fewer outputs is retracted and recomputed later (without the overlap
+    scheduler's planning lag, which would admit B a step later and change when the pool runs
+    dry)."""
+    sched = make("sglang@0.4.6", 9, chunked_prefill_size=16, disable_overlap_schedule=True)
     a, b, c = req("A", 16, 60), req("B", 16, 60), req("C", 16, 4)
     drive(sched, {1: [a], 2: [b], 30: [c]}, 400)
     assert sched.num_retractions >= 1 and b.num_preemptions >= 1
