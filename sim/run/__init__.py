@@ -11,6 +11,7 @@
     audit.py         the physics audit after every run; physics.py the least bytes and FLOPs,
                      findings.py what it finds and how a run reports it
     phases.py        PhaseLog: what each request was doing when (trace=true)
+    delivery.py      when a client in the engine's own process sees a token
     outputs.py, overview.py   atomic files and streamed steps.parquet
 
 May import every layer below: sim.cost, sim.schedulers, sim.kv, sim.workload, sim.engines,
