@@ -52,13 +52,13 @@ def test_between_beyond_and_under_the_roofline():
     tokens = np.array([4.0, 8.0, 64.0, 128.0, 2.0])
     priced = surface_at(tokens)
     roof = np.array([0.0, 0.0, 0.0, 0.0, 3e-4])
-    out = timed.apply(priced, roof, tokens, (H, INTER, K, E), "fp4", surface_at)
-    assert timed.hits
+    out, hit = timed.apply(priced, roof, tokens, (H, INTER, K, E), "fp4", surface_at)
+    assert hit
     np.testing.assert_allclose(out[:3], [2e-4, 2e-4 * np.sqrt(2), 8e-4], rtol=1e-6)
     assert out[3] == pytest.approx(priced[3] * 8e-4 / surface_at(64.0))  # meets the last timing
     assert out[4] == pytest.approx(3e-4)  # never under the roofline
-    other = timed.apply(priced, roof, tokens, (H, INTER / 2, K, E), "fp4", surface_at)
-    assert not timed.hits and np.array_equal(other, priced)
+    other, hit = timed.apply(priced, roof, tokens, (H, INTER / 2, K, E), "fp4", surface_at)
+    assert not hit and np.array_equal(other, priced)
 
 
 @pytest.mark.parametrize("tp", [1, 8])

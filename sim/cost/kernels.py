@@ -325,8 +325,8 @@ class KernelPricer:
         if timed and np.all(np.asarray(spread) <= 1):
             shape, again = (hidden, inter, topk, experts), self._moe_surface_s
             at = lambda t, *one: again(t, *one, dtype, 1)[0]  # noqa: E731 (one shape's surface)
-            seconds = timed.apply(seconds, roof, tokens, shape, dtype, at)
-            if timed.hits:
+            seconds, hit = timed.apply(seconds, roof, tokens, shape, dtype, at)
+            if hit:
                 self.used.setdefault("moe_measured", f"moe/{dtype} at a table's timings")
         return seconds
 

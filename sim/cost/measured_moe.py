@@ -37,7 +37,6 @@ class MeasuredExperts:
             for key, blob in table.get("curves", {}).items():
                 self._encoded.setdefault(key, (grid, blob))
         self._curves: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
-        self.hits = False  # whether the last apply() found a timed shape
 
     def __bool__(self) -> bool:
         return bool(self._encoded)
@@ -55,24 +54,24 @@ class MeasuredExperts:
                 self._curves[key] = (grid[ok], np.log(values[ok]))
         return self._curves[key]
 
-    def apply(self, priced, roof, tokens, shape: tuple, dtype: str, surface_at) -> np.ndarray:
+    def apply(self, priced, roof, tokens, shape: tuple, dtype: str, surface_at) -> tuple:
         """`priced` (the surface's seconds of routed experts at `tokens`, with `shape` =
         (hidden, inter, topk, experts), scalars or arrays alike) with the timed shapes' rows at
         their table's time (module docstring); `surface_at(tokens, *one_shape)` prices one
-        shape by the surface (for the edges). `hits`: whether any row was timed."""
+        shape by the surface (for the edges). Returns (seconds, whether any row was timed)."""
         arrays = (np.asarray(v, dtype=np.float64) for v in (tokens, *shape, priced, roof))
         tokens, *shape, priced, roof = np.broadcast_arrays(*arrays)
         out = priced.copy()
         flat = np.stack([c.ravel() for c in shape], 1)
-        self.hits = False
+        hit = False
         for one in np.unique(flat, axis=0):
             at = np.all(flat == one, axis=1).reshape(tokens.shape)
             found = self.curve(shape_key(dtype, *one))
             if found is None:
                 continue
-            self.hits = True
+            hit = True
             out[at] = self._timed(found, tokens[at], priced[at], roof[at], one, surface_at)
-        return out
+        return out, hit
 
     @staticmethod
     def _timed(found, tokens, priced, roof, one, surface_at) -> np.ndarray:

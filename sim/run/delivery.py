@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.run.metrics import with_latencies
+
 
 def seen_at(
     token_s: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
@@ -67,8 +69,4 @@ def in_process_view(requests: pd.DataFrame, steps: pd.DataFrame, settings) -> pd
     first = seen_at(out["first_token_s"].to_numpy(dtype=np.float64), replica, steps)
     out["first_token_s"] = first
     out["finish_s"] = np.fmax(out["finish_s"].to_numpy(dtype=np.float64), first)
-    out["ttft_s"] = out["first_token_s"] - out["arrival_s"]
-    out["e2el_s"] = out["finish_s"] - out["arrival_s"]
-    decode_tokens = (out["output_tokens"] - 1).where(out["output_tokens"] > 1)
-    out["tpot_s"] = (out["e2el_s"] - out["ttft_s"]) / decode_tokens
-    return out
+    return with_latencies(out)

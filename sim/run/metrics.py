@@ -177,15 +177,22 @@ def requests_frame(records: RequestRecords, priority: np.ndarray | None = None) 
             "num_preemptions": records.num_preemptions,
         }
     )
-    df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
-    df["e2el_s"] = df["finish_s"] - df["arrival_s"]
-    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
-    df["tpot_s"] = (df["e2el_s"] - df["ttft_s"]) / decode_tokens
+    with_latencies(df)
     df["priority"] = np.zeros(n, dtype=np.int64) if priority is None else priority
     reasons = np.full(n, "", dtype=object)
     for i, why in records.reject_reason.items():
         reasons[i] = why
     df["reject_reason"] = reasons
+    return df
+
+
+def with_latencies(df: pd.DataFrame) -> pd.DataFrame:
+    """Sets a requests frame's ttft_s, e2el_s and tpot_s from its arrival, first-token and
+    finish times (in place; returns it)."""
+    df["ttft_s"] = df["first_token_s"] - df["arrival_s"]
+    df["e2el_s"] = df["finish_s"] - df["arrival_s"]
+    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
+    df["tpot_s"] = (df["e2el_s"] - df["ttft_s"]) / decode_tokens
     return df
 
 

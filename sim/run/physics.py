@@ -27,7 +27,7 @@ import numpy as np
 
 from sim.cost.comm import Topology
 from sim.cost.roofline import attention_dtype, causal_pairs, compute_dtype
-from sim.cost.routing import power_law_touched
+from sim.cost.routing import routed_experts
 from sim.kv.memory import kv_heads_per_gpu
 from sim.specs.hardware import Hardware
 from sim.specs.model import DTYPE_BYTES, Attention, Layer, ModelSpec
@@ -90,10 +90,10 @@ class GpuShare:
         t = np.asarray(tokens, dtype=np.float64)
         if not self.local_experts:
             return np.zeros_like(t)
-        if self.local_experts >= self.num_experts:  # a slice of every expert: the tables' routing
-            return power_law_touched(t, self.topk, self.num_experts) * self.expert_bytes
-        untouched = np.power(1.0 - self.topk / self.num_experts, t)
-        return self.local_experts * (1.0 - untouched) * self.expert_bytes
+        # the cost model's routing (sim/cost/routing.py): an EP rank sees 1/spread of the picks
+        spread = self.num_experts / self.local_experts
+        touched = routed_experts(t / spread, self.topk, self.local_experts, spread)
+        return touched * self.expert_bytes
 
     def step_bytes(self, tokens, rows) -> np.ndarray:
         """HBM bytes a step of `tokens` tokens sampling `rows` rows reads at the least."""
