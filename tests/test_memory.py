@@ -219,11 +219,11 @@ def test_recompute_preemption_re_prefills_prompt_and_outputs_and_is_priced():
     assert sched.num_preemptions == len(marks)
 
 
-def test_marlin_pads_mxfp4_experts_below_sm100():
-    """vLLM runs MXFP4 experts on Marlin below SM100 and pads gpt-oss-120b's 2,880 x 2,880
-    experts to 2,944 x 3,072 (mxfp4.py): 5.13 GiB more on one H100, as vLLM 0.10.1 logged
-    (65.97 GiB loaded, vllm-project/vllm#23278); SGLang and Blackwell parts keep the
-    checkpoint's bytes."""
+def test_mxfp4_experts_are_padded_for_the_kernel_that_runs_them():
+    """vLLM runs MXFP4 experts on Marlin below SM100 until 0.12 (on Ampere after) and pads
+    gpt-oss-120b's 2,880 x 2,880 experts to 2,944 x 3,072 (mxfp4.py): 5.13 GiB more on one
+    H100, as vLLM 0.10.1 logged (65.97 GiB loaded, vllm-project/vllm#23278); SGLang and
+    Blackwell parts keep the checkpoint's bytes."""
     m = load_model("gpt-oss-120b")
     checkpoint = m.weight_bytes("fp4")
 
@@ -239,3 +239,13 @@ def test_marlin_pads_mxfp4_experts_below_sm100():
     assert weights("sglang@0.5.8.post1", "h100-sxm") == checkpoint
     # TP2: 1,440 per rank pads to 1,536, the hidden size to 3,072 as at TP1
     assert weights("vllm@0.11.0", "h100-sxm", 2) > checkpoint // 2
+    # Hopper from 0.12 runs the Triton kernel, which pads the intermediate size alone to 64
+    # (mxfp4.py of the 0.18.0 wheel): none at TP1 (2,880), TP8's 360 per rank to 384
+    assert weights("vllm@0.18.0", "h200") == checkpoint
+    from sim.specs.model import DTYPE_BYTES
+
+    expert_bytes = m.expert_params * DTYPE_BYTES["fp4"]  # with its block scales
+    assert weights("vllm@0.18.0", "h200", 8) - checkpoint // 8 == pytest.approx(
+        expert_bytes / 8 * (384 / 360 - 1), rel=1e-3
+    )
+    assert weights("vllm@0.19.0", "a100-80gb") > checkpoint  # Ampere keeps Marlin

@@ -1,6 +1,6 @@
-"""vLLM's MXFP4 experts on Marlin (sim/cost/mxfp4.py): which releases and GPUs run them there
-(get_mxfp4_backend of the 0.11.0, 0.12.0 and 0.14.0 wheels), Marlin's rate as AIConfigurator's
-vLLM 0.24 tables measure it, and the floor it puts under a step's MoE time.
+"""vLLM's MXFP4 experts on Marlin: which releases and GPUs run them there (sim/engines/mxfp4.py,
+get_mxfp4_backend of the 0.11.0, 0.12.0 and 0.14.0 wheels), Marlin's rate as AIConfigurator's
+vLLM 0.24 tables measure it (sim/cost/mxfp4.py), and the floor it puts under a step's MoE time.
 
 The cost model applies the floor through `CostModel.marlin_moe` in sim/cost/step.py
 (`_per_token_count`)."""
@@ -15,6 +15,7 @@ from sim.cost import mxfp4
 from sim.cost.prior import CostProfile
 from sim.cost.profiles import choose_pricer
 from sim.cost.step import CostModel
+from sim.engines.mxfp4 import mxfp4_moe_kernel
 from sim.engines.resolve import resolve
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
@@ -27,14 +28,14 @@ HIDDEN, INTER, TOPK = 2880, 2880, 4
 
 
 def test_the_kernel_by_release_and_gpu():
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.11.0", A100)[0] == "marlin"
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.10.2", H100)[0] == "marlin"  # no triton_kernels
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.11.0", H200)[0] == "marlin"
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.12.0", H100)[0] == "triton"  # vendored from 0.12
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.18.0", H200)[0] == "triton"
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.19.0", A100)[0] == "marlin"  # SM90-SM100 only
-    assert mxfp4.mxfp4_moe_kernel("vllm", "0.11.0", load_hardware("b200"))[0] == "other"
-    assert mxfp4.mxfp4_moe_kernel("sglang", "0.5.4", H100)[0] == "other"
+    assert mxfp4_moe_kernel("vllm", "0.11.0", A100)[0] == "marlin"
+    assert mxfp4_moe_kernel("vllm", "0.10.2", H100)[0] == "marlin"  # no triton_kernels
+    assert mxfp4_moe_kernel("vllm", "0.11.0", H200)[0] == "marlin"
+    assert mxfp4_moe_kernel("vllm", "0.12.0", H100)[0] == "triton"  # vendored from 0.12
+    assert mxfp4_moe_kernel("vllm", "0.18.0", H200)[0] == "triton"
+    assert mxfp4_moe_kernel("vllm", "0.19.0", A100)[0] == "marlin"  # SM90-SM100 only
+    assert mxfp4_moe_kernel("vllm", "0.11.0", load_hardware("b200"))[0] == "other"
+    assert mxfp4_moe_kernel("sglang", "0.5.4", H100)[0] == "other"
     assert mxfp4.runs_marlin("vllm", "0.11.0", H100, "fp4")
     assert not mxfp4.runs_marlin("vllm", "0.11.0", H100, "bf16")  # BF16 experts: fused MoE
     assert not mxfp4.runs_marlin("vllm", "0.11.0", load_hardware("l40s"), "fp4")  # no rate

@@ -1,20 +1,6 @@
-"""MXFP4 experts in vLLM: which kernel a release runs them with on each GPU, and the rate vLLM's
-Marlin MoE sustains where it runs them (issue 43: GPUStack's gpt-oss runs, vLLM 0.10.2-0.11.0 on
-A100 and H100, priced 2x too fast).
-
-**The kernel.** `get_mxfp4_backend` (model_executor/layers/quantization/mxfp4.py, read in the
-0.11.0, 0.12.0 and 0.14.0 wheels, `pip download vllm==X --no-deps`): below SM100, FlashInfer's
-MXFP4 MoE runs only when asked for (VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, off by default in
-envs.py); otherwise the OpenAI Triton kernels (`matmul_ogs`) run where the `triton_kernels`
-package imports, else Marlin (`fused_marlin_moe`, a W4A16 kernel on Ampere's mma.sync).
-- 0.10.x-0.11.x: Triton from SM90 up if `triton_kernels` is installed; the 0.11.0 wheel does not
-  carry it and `pip install vllm` does not install it (utils/__init__.py has_triton_kernels
-  imports `triton_kernels` alone), so Marlin runs on SM80-SM90. vLLM 0.10.1 on an H100 logged
-  Marlin's FP4 warning and its padded weights (vllm-project/vllm#23278; sim/kv/memory.py
-  marlin_mxfp4_padding_bytes).
-- 0.12.0 on: the wheel vendors the package (vllm/third_party/triton_kernels, found by
-  utils/import_utils.py has_triton_kernels) and takes it on SM90-SM100 only
-  (`(9, 0) <= capability < (11, 0)`), so Hopper runs Triton and Ampere / Ada keep Marlin.
+"""The rate vLLM's Marlin MoE sustains where a release runs MXFP4 experts on it (issue 43:
+GPUStack's gpt-oss runs, vLLM 0.10.2-0.11.0 on A100 and H100, priced 2x too fast). Which kernel
+a release runs on which GPU is an engine fact: sim/engines/mxfp4.py.
 
 **Marlin's rate.** AIConfigurator's vLLM 0.24 MoE tables time vLLM's Marlin MXFP4 experts
 (kernel_source vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu, hidden
@@ -39,30 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engines.versions import version_tuple
+from sim.engines.mxfp4 import mxfp4_moe_kernel
 from sim.specs.hardware import Hardware, load_hardware
 
-VENDORED_FROM = (0, 12, 0)  # the wheel carries triton_kernels (vllm/third_party/)
 MARLIN_MOE_FLOPS_PER_S = {"h100-sxm": 2.30e14, "h200": 2.32e14}  # measured best, TP1
 # Boost clocks (datasheets) of the GPU whose rate is scaled and of those it bounds; SM counts
 # are the catalogue's
 BOOST_CLOCK_HZ = {"h100-sxm": 1.98e9, "a100-80gb": 1.41e9, "a100-40gb": 1.41e9}
-
-
-def mxfp4_moe_kernel(engine: str, release: str, hardware: Hardware) -> tuple[str, str]:
-    """(kernel, rule) of vLLM's MXFP4 experts on `hardware`: "marlin", "triton" (OpenAI's
-    triton_kernels) or "other" (FlashInfer on SM100, other vendors, other engines)."""
-    if engine != "vllm" or hardware.vendor != "nvidia":
-        return "other", f"{engine} on {hardware.name}: not vLLM's CUDA MXFP4 selection"
-    major, minor = (int(x) for x in hardware.compute_capability.split(".")[:2])
-    at = f"vllm {release}, compute capability {hardware.compute_capability}"
-    if major == 10:
-        return "other", f"{at}: FlashInfer's MXFP4 MoE (SM100)"
-    if version_tuple(release) >= VENDORED_FROM:
-        if (9, 0) <= (major, minor) < (11, 0):
-            return "triton", f"{at}: triton_kernels vendored in the wheel (0.12.0 on), SM90"
-        return "marlin", f"{at}: triton_kernels taken on SM90-SM100 only -> Marlin"
-    return "marlin", f"{at}: triton_kernels not installed with the 0.10-0.11 wheels -> Marlin"
 
 
 def marlin_rate(hardware: Hardware) -> float | None:

@@ -11,6 +11,7 @@ cause and the rule that set it.
                      transfer) as knobs with defaults and start-up checks
     overheads.py     engine CPU time per step by release (calibration/engine_overheads.yaml)
     windows.py       how a release's allocator sizes windowed layers: every token or the window
+    mxfp4.py         the kernel vLLM runs MXFP4 experts with, by release and GPU, and its padding
     versions.py      version strings as comparable tuples, and in full release order
 
 May import sim.specs (and the root's config, errors, paths).

@@ -28,7 +28,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from sim.engines.mxfp4 import PADDING as MXFP4_PADDING
+from sim.engines.mxfp4 import mxfp4_moe_kernel
 from sim.engines.settings import EngineSettings
+from sim.engines.versions import version_tuple
 from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import DTYPE_BYTES, Attention, ModelSpec
@@ -66,8 +69,7 @@ def installed_sampler_bytes_per_logit(release: str, scheduler: str, sampler: str
         raise UserError(f"sampler {sampler!r}: choose one of {', '.join(SAMPLERS)}")
     if sampler == "pytorch":
         return None
-    major_minor = tuple(int(x) for x in release.split(".")[:2])
-    if scheduler != "vllm_v1" or major_minor != (0, 8):
+    if scheduler != "vllm_v1" or version_tuple(release)[:2] != (0, 8):
         raise UserError(
             f"sampler 'flashinfer' is modelled for vLLM V1 0.8.x only (read in 0.8.2), "
             f"not {scheduler} {release}"
@@ -263,7 +265,7 @@ def plan_memory(
     engines' logs (sim/scenarios/validate/memory_plans.py)."""
     total = hardware.hbm_bytes
     frac = settings.gpu_memory_utilization
-    weights = (model.weight_bytes(weight_dtype) + marlin_mxfp4_padding_bytes(
+    weights = (model.weight_bytes(weight_dtype) + mxfp4_padding_bytes(
         hardware, model, settings, weight_dtype, tp
     )) // (tp * pp)  # fmt: skip
     if ep > tp:
@@ -342,28 +344,30 @@ def plan_memory(
     return plan
 
 
-def marlin_mxfp4_padding_bytes(
+def mxfp4_padding_bytes(
     hardware: Hardware, model: ModelSpec, settings: EngineSettings, weight_dtype: str, tp: int
 ) -> int:
-    """Bytes vLLM adds to MXFP4 expert weights when it runs them on Marlin (all its GPUs, over
-    all layers; 0 elsewhere). vLLM 0.11.0 model_executor/layers/quantization/mxfp4.py:
-    get_mxfp4_backend picks Marlin below SM100 unless FlashInfer's MXFP4 BF16 MoE is asked
-    for (VLLM_USE_FLASHINFER_MOE_MXFP4_BF16, off by default) or the triton_kernels package is
-    installed (`pip install vllm` does not install it), and Mxfp4MoEMethod.create_weights
-    pads each expert's intermediate size (per TP rank) to a multiple of 128 and the hidden
-    size to 256 for Marlin's tiles (n % 256, k % 128). gpt-oss-120b: 2,880 x 2,880 experts
-    become 2,944 x 3,072, 9.0% more expert bytes, 5.13 GiB on one GPU; vLLM 0.10.1 logged
-    65.97 GiB loaded on an H100 with its Marlin FP4 warning (vllm-project/vllm#23278), the
-    checkpoint's bytes are 60.69. SM100 parts (FlashInfer's own padding) are not modelled."""
-    if settings.scheduler not in ("vllm_v0", "vllm_v1") or model.moe is None:
+    """Bytes vLLM adds to MXFP4 expert weights to fit the kernel it runs them with (all its
+    GPUs, over all layers; 0 elsewhere): each expert's intermediate size (per TP rank) and the
+    hidden size padded to that kernel's tiles (sim/engines/mxfp4.py). gpt-oss-120b on Marlin:
+    2,880 x 2,880 experts become 2,944 x 3,072, 9.0% more expert bytes, 5.13 GiB on one GPU;
+    vLLM 0.10.1 logged 65.97 GiB loaded on an H100 with its Marlin FP4 warning
+    (vllm-project/vllm#23278), the checkpoint's bytes are 60.69. On Hopper's Triton path (0.12
+    on) one GPU's 2,880 need none, TP8's 360 become 384."""
+    if model.moe is None or model.resolve_weight_dtype(weight_dtype) != "fp4":
         return 0
-    major = hardware.compute_capability.split(".")[0]  # AMD parts: a gfx target, not modelled
-    if model.resolve_weight_dtype(weight_dtype) != "fp4" or not major.isdigit() or int(major) >= 10:
+    kernel, _ = mxfp4_moe_kernel(settings.engine, settings.version, hardware)
+    if kernel not in MXFP4_PADDING:
         return 0
+    inter_tile, hidden_tile = MXFP4_PADDING[kernel]
     inter = model.moe.expert_intermediate_size // tp
-    padded = (-(-inter // 128) * 128) * (-(-model.hidden_size // 256) * 256)
+    if not inter:
+        return 0
+    padded = (-(-inter // inter_tile) * inter_tile) * (
+        -(-model.hidden_size // hidden_tile) * hidden_tile
+    )
     experts = model.expert_params * DTYPE_BYTES["fp4"]
-    return int(experts * padded // (inter * model.hidden_size)) - int(experts) if inter else 0
+    return int(experts * padded // (inter * model.hidden_size)) - int(experts)
 
 
 def draft_memory(model, settings, weight_dtype: str, tp: int, pp: int, per_token: int):
