@@ -79,3 +79,36 @@ def test_a_served_gpt_oss_step_prices_its_experts_at_the_h100_table(tp):
     assert (priced >= measured * (1 - 1e-5)).all()  # raised only to the roofline
     assert np.isclose(priced, measured, rtol=1e-5).mean() > 0.9
     assert "moe_measured" in pricer.used
+
+
+def _h200_block_fp8(version, tp, distribution="power_law_1.2"):
+    """Qwen3-235B-A22B-FP8's experts (hidden 4096, 1,536 wide, top-8 of 128) at TP `tp` in the
+    H200 vLLM collection `version`: median milliseconds by token count."""
+    table = pd.read_parquet(
+        shared_data(f"aiconfigurator/perf_data/h200_sxm/moe/vllm/{version}/moe_perf.parquet")
+    )
+    rows = table[(table["moe_dtype"] == "fp8_block") & (table["hidden_size"] == 4096)
+                 & (table["inter_size"] == 1536) & (table["num_experts"] == 128)
+                 & (table["moe_tp_size"] == tp) & (table["moe_ep_size"] == 1)
+                 & (table["distribution"] == distribution)]  # fmt: skip
+    return rows.groupby("num_tokens")["latency"].median()
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_vllm_0_12_block_fp8_decode_experts_are_the_triton_kernel_tables(tp):
+    """vLLM 0.12.0 decodes Qwen3-235B-A22B-FP8 on the H200 with the Triton fused_moe kernel and
+    the tuned configs its 0.14 collection ran (sim/cost/measured_moe.py): a step's experts cost
+    that table's power-law timings, and the 0.19 and 0.24 collections of the same kernel agree
+    within 8% at every token count; the balanced rows of one token per expert take 1.6x the
+    power-law ones at 16 tokens, the kernel reading only the experts a batch routes to."""
+    pricer = choose_pricer(load_hardware("h200"), "auto", PRIOR, "vllm", "0.12.0").pricer
+    reference = _h200_block_fp8("0.14.0", tp)
+    tokens = reference.index.to_numpy(dtype=np.float64)
+    priced = pricer.moe_s(tokens, 4096.0, 1536.0 / tp, 8.0, 128.0, "fp8_block")
+    np.testing.assert_allclose(priced, reference.to_numpy() * 1e-3, rtol=1e-5)
+    assert "moe_measured" in pricer.used
+    for later in ("0.19.0", "0.24.0"):
+        ratio = _h200_block_fp8(later, tp).reindex(reference.index) / reference
+        assert ratio.notna().all() and ratio.between(0.92, 1.08).all(), (later, ratio.describe())
+    balanced = _h200_block_fp8("0.14.0", tp, "balanced")
+    assert balanced[16] > 1.6 * reference[16]

@@ -9,6 +9,19 @@ timed at every batch from one token to thousands, under the routing the cost mod
 and log time between the token counts measured, beyond them the surface's price scaled to meet
 the nearest measurement, and never under the roofline. A shape no table timed keeps the surface.
 
+Which kernel the tables stand for, where a release's own collection is missing (issue 43): vLLM
+0.12.0 (read in its wheel) picks DeepGEMM for a block-FP8 MoE on Hopper below TP8 when DeepGEMM
+is installed (quantization/fp8.py get_fp8_moe_backend; VLLM_USE_DEEP_GEMM and
+VLLM_MOE_USE_DEEP_GEMM default to 1 in envs.py), yet fused_experts hands DeepGEMM only batches of
+at least 128 tokens whose per-GPU expert slice is over 512 wide (fused_moe/deep_gemm_moe.py
+_valid_deep_gemm): every decode step, and Qwen3-235B-A22B-FP8's TP4 prefill (384 wide), runs the
+Triton fused_moe kernel with the tuned H200 configs E=128,N=768 (TP2) and N=384 (TP4)
+(fused_moe/configs, byte-identical in 0.14.0), whose blocks past the batch's padded token count
+return before loading an expert (fused_moe_kernel): only the experts a batch routes to are read.
+AIConfigurator's H200 vLLM 0.14 collection (kernel_source vllm_fused_moe) times that kernel; its
+0.19 and 0.24 collections (vllm_fp8moe_triton_tritonexperts) agree within 8% at every token count
+(tests/test_measured_moe.py), so vLLM 0.12 is priced at the 0.14 table.
+
 The curves travel in each family of the GPU's profile (`moe_measured`: the family's token grid
 and, per shape `dtype|hidden|inter|topk|experts` with `inter` one GPU's slice, float32 seconds
 at each grid point, NaN where not timed, base64), written by `python -m sim.calibrate`
