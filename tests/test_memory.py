@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.cost.kernels import KernelPricer
@@ -9,7 +11,7 @@ from sim.cost.step import CostModel
 from sim.engines.resolve import resolve
 from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
-from sim.kv.memory import plan_memory
+from sim.kv.memory import plan_memory, trtllm_profile_requests
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 from sim.workload.request import Status
@@ -179,13 +181,24 @@ def test_forward_sets_the_peak_when_the_budget_is_large_and_sequences_few():
 
 def test_other_engines_keep_their_activation_prior():
     """SGLang sizes its pool without activations; TensorRT-LLM subtracts the forward and the
-    fp32 logits (no vLLM sampler table)."""
+    fp32 logits of its profile run's dummy requests (no vLLM sampler table): max_num_tokens
+    filled with requests of min(max_num_tokens, max_seq_len) tokens, one logit row each
+    (KvCacheCreator._create_dummy_context_requests), not max_batch_size rows."""
     hw, m = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
     s = resolve("trtllm", hw, m, 1)
     p = plan_memory(hw, m, s, 1, "auto")
     forward = s.max_num_batched_tokens * 2 * (4 * 4096 + (6144 + 3 * 14336))
-    logits = s.max_num_seqs * 128_256 * 4
+    assert s.max_model_len >= s.max_num_batched_tokens  # one request fills the budget
+    assert trtllm_profile_requests(s) == 1
+    logits = 1 * 128_256 * 4
     assert p.activation_bytes == max(forward + logits, 3 * logits)
+    # a short max_seq_len splits the budget into more requests, each with its own row:
+    # trtllm-bench's 23,552 tokens at max_seq_len 157 (NVIDIA/TensorRT-LLM#6294) make 151
+    short = dataclasses.replace(s, max_num_batched_tokens=23552, max_model_len=157)
+    assert trtllm_profile_requests(short) == 151
+    more = plan_memory(hw, m, short, 1, "auto").activation_bytes
+    fwd = 23552 * 2 * (4 * 4096 + (6144 + 3 * 14336))
+    assert more == max(fwd + 151 * 128_256 * 4, 3 * 151 * 128_256 * 4)
 
 
 def test_recompute_preemption_re_prefills_prompt_and_outputs_and_is_priced():

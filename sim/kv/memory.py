@@ -150,7 +150,8 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
     bytes per entry come by release from profile_sampler_bytes_per_logit. Other engines:
     the forward plus fp32 logits, or three fp32 copies of them (a prior), for max_num_seqs
     rows (SGLang: its largest CUDA-graph batch, the one its reserve outside
-    mem_fraction_static is sized for).
+    mem_fraction_static is sized for; TensorRT-LLM: one row per dummy request of its profile
+    run, trtllm_profile_requests).
     """
     t = settings.max_num_batched_tokens
     h = model.hidden_size
@@ -174,8 +175,22 @@ def activation_peak_bytes(model: ModelSpec, settings: EngineSettings, tp: int) -
     if settings.scheduler == "sglang":  # its reserve for activations (server_args) is sized
         # by chunked_prefill_size and cuda_graph_max_bs: the batch it plans memory for
         rows = min(rows, max(settings.cudagraph_capture_sizes, default=rows))
+    elif settings.scheduler == "trtllm":  # one logit row per dummy context request
+        rows = trtllm_profile_requests(settings)
     logits = rows * model.vocab_size * LOGIT_BYTES
     return max(forward + logits, SAMPLER_COPIES * logits)
+
+
+def trtllm_profile_requests(settings: EngineSettings) -> int:
+    """Requests in TensorRT-LLM's KV-sizing profile run: KvCacheCreator fills max_num_tokens with
+    dummy context requests of min(max_num_tokens, max_seq_len) tokens each, max_tokens=1, so the
+    run computes one row of logits per request, not max_batch_size rows
+    (tensorrt_llm/_torch/pyexecutor/_util.py, KvCacheCreator._create_dummy_context_requests and
+    the estimate it feeds, read at NVIDIA/TensorRT-LLM 0004396 and in its 0.19-0.20-era form:
+    the same loop)."""
+    tokens = settings.max_num_batched_tokens
+    per_request = max(1, min(tokens, settings.max_model_len))
+    return -(-tokens // per_request)
 
 
 @dataclass(frozen=True, slots=True)
