@@ -103,3 +103,15 @@ def test_silicon_rows_launch_sglang_as_the_generator_does_from_0_5_6():
     assert launch_args("sglang", 8, 1024, 128, "0.5.6.post2") == launch
     # a release out before the generator ran SGLang keeps SGLang's defaults
     assert launch_args("sglang", 8, 1024, 128, "0.5.1.post1") == {}
+
+
+def test_a_burst_larger_than_a_step_is_planned_step_after_step():
+    """The requests of a burst that woke an idle engine were all waiting when it planned its
+    first step, so the overlap scheduler's plan for the second (made as the first starts)
+    sees the rest of them: each step prefills the next ones, none skipped (they waited a
+    step more when the second plan saw only what was sent before that moment)."""
+    _, reqs, steps = _run(LAUNCH, {"concurrency": 8, "num_requests": 8})
+    starts = list(np.round(steps.start_s.to_numpy(), 12))
+    firsts = sorted({starts.index(round(r.first_scheduled_s, 12)) for r in reqs})
+    assert len(firsts) > 2 and firsts == list(range(len(firsts)))
+    assert (steps.prefill_tokens.to_numpy()[: len(firsts)] > 0).all()

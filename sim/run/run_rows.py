@@ -301,6 +301,7 @@ def apply_run(engine: Engine, run: Run) -> list[Request]:
     durations.frombytes(np.diff(ends).tobytes())  # end - start, as step by step
     engine.steps.record_run(engine.replica, starts, durations, run.columns)
     sched.advance_decode_state(run.steps)
+    sched.ran_until(run.ends[-2], run.steps)
     return finished
 
 

@@ -110,6 +110,8 @@ class Scheduler(Protocol):
 
     def admit_planned(self, req: Request, n: int, now: float) -> None: ...
 
+    def ran_until(self, last_start: float, steps: int) -> None: ...
+
     def running_lane(self) -> Lane | None: ...
 
     def check_invariants(self) -> None: ...
@@ -342,6 +344,11 @@ class SchedulerBase:
 
     def advance_decode_state(self, num_steps: int) -> None:
         """Apply what `num_steps` such steps change in the family's own state."""
+
+    def ran_until(self, last_start: float, steps: int) -> None:
+        """A fast-forwarded run of `steps` steps ran, the last starting at `last_start`: for
+        families that keep when steps started (SGLang's overlap scheduler plans a step as the
+        one before starts). Others keep the default: nothing to do."""
 
     def finish_inside_runs(self) -> bool:
         """Whether a fast-forwarded run may go on past a step that finishes requests: the

@@ -73,6 +73,8 @@ class SglangScheduler(SchedulerBase):
         self.last_start: float | None = None  # when the last step that ran something started
         self.planned_at: float | None = None  # overlap: when this step was planned
         self.arrived: set[int] = set()  # requests added since the last step was planned
+        self.open_plan = False  # the last step was planned seeing every waiting request
+        self.plan_now = False  # this step is planned as it starts (nothing was launched before)
         self.chunked: Request | None = None  # the request whose prefill is in progress
         self.batch_is_full = False  # admission failed; retry once a running request leaves
         self.num_retractions = 0
@@ -91,18 +93,32 @@ class SglangScheduler(SchedulerBase):
     def schedule(self, now: float) -> StepPlan:
         # overlapped: this step was planned as the previous one started, before these came
         self.planned_at = self.last_start if self.overlap else None
+        self.plan_now = False
         plan = self._prefill(now)
         if plan is None:
             plan = self._decode()
         if plan.batch_size == 0 and self.planned_at is not None:
-            # nothing was launched then: the loop plans again as requests come in
-            self.planned_at = None
+            # nothing was launched then: the loop plans as requests come in, first with what
+            # was sent before now (a client's answer to the last step's token comes a little
+            # later), then, still nothing, with everything (an idle engine, woken)
+            self.planned_at, self.plan_now = now, True
             plan = self._prefill(now) or plan
+            if plan.batch_size == 0:
+                self.planned_at = None
+                plan = self._prefill(now) or plan
         if plan.batch_size == 0:  # idle
             self.new_token_ratio = self.init_ratio
         self.last_start = now if plan.batch_size > 0 else None
+        self.open_plan = self.planned_at is None
         self.arrived = set()
         return plan
+
+    def ran_until(self, last_start: float, steps: int) -> None:
+        # a run's steps were planned ahead but its first after an idle one, which saw all
+        if self.overlap:
+            self.open_plan = steps == 1 and self.last_start is None
+            self.last_start = last_start
+            self.arrived = set()
 
     def _visible(self) -> list[Request]:
         """The waiting requests this step's planning sees. Under the overlap scheduler
@@ -113,10 +129,17 @@ class SglangScheduler(SchedulerBase):
         already planned and has its first token three steps later, one without overlap.
         Seen: what was sent before that step started (a request sent at the very moment
         comes a little later: the client and the tokenizer take their time) and has reached
-        the engine since (a front end may hold it longer)."""
-        if self.planned_at is None:
-            return list(self.waiting)
+        the engine since (a front end may hold it longer), and what the step before saw
+        waiting when it was planned as requests came (the burst that woke an idle engine:
+        before, the rest of a burst larger than the first step waited a step more). A step
+        planned as it starts (nothing was launched before) sees what was sent before it."""
         t = self.planned_at
+        if t is None:
+            return list(self.waiting)
+        if self.plan_now:
+            return [r for r in self.waiting if r.arrival_s < t]
+        if self.open_plan:
+            return [r for r in self.waiting if r.request_id not in self.arrived]
         return [r for r in self.waiting if r.arrival_s < t and r.request_id not in self.arrived]
 
     # ---- prefill --------------------------------------------------------------------------
