@@ -88,9 +88,9 @@ _AIC = {
     "custom_allreduce_perf.parquet": (
         ("message_size", "num_gpus", "latency"),
         (),
-        ("kernel_source",),
+        ("kernel_source", "allreduce_dtype"),
     ),
-    "nccl_perf.parquet": (("message_size", "num_gpus", "latency"), (), ("op_name",)),
+    "nccl_perf.parquet": (("message_size", "num_gpus", "latency"), (), ("op_name", "nccl_dtype")),
 }
 _VIDUR_MLP = ("num_tensor_parallel_workers", "num_tokens", "n_embd", "n_head", "n_kv_head")
 _VIDUR_MLP += ("n_expanded_embd",)
@@ -324,6 +324,27 @@ def _aic_moe(df, path):
     )
 
 
+# Bytes per element of a collective table's dtype. AIConfigurator's `message_size` counts
+# elements, not bytes: its all-reduce collector times a tensor of `message_size` elements of
+# `allreduce_dtype` (collector/network/collect_all_reduce.py, get_input_shape_and_comm_size),
+# its NCCL collector runs nccl-tests with `-b` bytes and logs `size // bytes_per_element`
+# (collect_nccl.py), and its models query both with tokens x hidden elements (sdk/operations/
+# communication.py, CustomAllReduce(..., h, tp)); ai-dynamo/aiconfigurator 095f58a. The H200's
+# NCCL table shows it: int8 and half rows of equal message_size take 0.71 and 1.05 ms at 2^27.
+ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "int8": 1, "fp8": 1, "float32": 4}
+
+
+def _message_bytes(df: pd.DataFrame, column: str, path: Path) -> np.ndarray:
+    """A collective table's message sizes in bytes: `message_size` elements of `column`'s dtype."""
+    unknown = sorted(set(df[column]) - set(ELEMENT_BYTES))
+    if unknown:
+        raise UserError(
+            f"{path}: {column}={unknown[0]!r} is not a known dtype; "
+            f"choose one of: {', '.join(ELEMENT_BYTES)}"
+        )
+    return df["message_size"].to_numpy(float) * df[column].map(ELEMENT_BYTES).to_numpy(float)
+
+
 def _aic_allreduce(df, path):
     graph = df["kernel_source"].str.contains("graph")
     if graph.any():  # vLLM replays its custom all-reduce inside CUDA graphs
@@ -333,7 +354,7 @@ def _aic_allreduce(df, path):
         {
             "op": "allreduce",
             "label": "custom_allreduce",
-            "nbytes": df["message_size"].to_numpy(float),
+            "nbytes": _message_bytes(df, "allreduce_dtype", path),
             "num_gpus": df["num_gpus"].to_numpy(float),
             "latency_s": df["latency"].to_numpy() * 1e-3,
             **c,
@@ -349,7 +370,7 @@ def _aic_nccl(df, path):
         {
             "op": "allreduce",
             "label": "nccl_all_reduce",
-            "nbytes": df["message_size"].to_numpy(float),
+            "nbytes": _message_bytes(df, "nccl_dtype", path),
             "num_gpus": df["num_gpus"].to_numpy(float),
             "latency_s": df["latency"].to_numpy() * 1e-3,
             "family": f"nccl@{path.parent.name}",
