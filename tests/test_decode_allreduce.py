@@ -38,12 +38,15 @@ def _pricer(gpu: str, version: str):
 
 
 def _measured(path: str, tp: int, graph: bool) -> pd.Series:
-    """Median latency (s) by message size of one table's all-reduce rows at `tp` GPUs."""
+    """Median latency (s) by message bytes of one table's 16-bit all-reduce rows at `tp` GPUs
+    (AIConfigurator's message_size counts elements: sim/calibrate/kernel_tables.py)."""
     df = pd.read_parquet(shared_data(f"aiconfigurator/perf_data/{path}"))
+    dtype = "nccl_dtype" if "nccl_dtype" in df else "allreduce_dtype"
     df = df[(df["op_name"] == "all_reduce") & (df["num_gpus"] == tp)]
+    df = df[df[dtype].isin(["bfloat16", "half"])]
     if graph:
         df = df[df["kernel_source"].str.contains("graph")]
-    return df.groupby("message_size")["latency"].median() * 1e-3
+    return df.groupby(df["message_size"] * 2)["latency"].median() * 1e-3
 
 
 def _at(table: pd.Series, nbytes: float) -> float:
@@ -146,14 +149,14 @@ def test_the_all_reduce_tables_follow_the_releases_dispatch(version, gpu, expect
 def test_vllm_014s_tables_time_the_custom_kernel_alone_and_018s_symmetric_memory():
     """The evidence for allreduce_release: at TP 8 on the H100, vllm@0.14.0's rows match
     SGLang's custom all-reduce timed with symmetric memory off, and 0.19.0's are faster from
-    256 KiB, where 0.11+ hands the all-reduce to symmetric memory."""
+    512 KiB (256 Ki bf16 elements), where 0.11+ hands the all-reduce to symmetric memory."""
     tables = "h100_sxm/comm/{}/custom_allreduce_perf.parquet"
     v14 = _measured(tables.format("vllm/0.14.0"), 8, True)
     sgl = _measured(tables.format("sglang/0.5.9"), 8, True)
     v19 = _measured(tables.format("vllm/0.19.0"), 8, True)
-    for n in (131072, 262144, 524288, 1048576, 2097152):
+    for n in (262144, 524288, 1048576, 2097152, 4194304):  # bytes: 128 Ki-2 Mi bf16 elements
         assert _at(v14, n) == pytest.approx(_at(sgl, n), rel=0.03)
-    for n in (262144, 524288, 1048576, 2097152):
+    for n in (524288, 1048576, 2097152, 4194304):
         assert _at(v19, n) < 0.95 * _at(v14, n)
 
 
