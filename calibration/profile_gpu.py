@@ -176,7 +176,9 @@ def _allreduce(torch, base: dict, gpus: int) -> list[dict]:
                     "kernel_source": "torch_nccl",
                     "allreduce_dtype": "bfloat16",
                     "num_gpus": world,
-                    "message_size": nbytes,
+                    # AIConfigurator's schema counts elements of the row's dtype (its
+                    # collector/network/collect_all_reduce.py; sim/calibrate/kernel_tables.py)
+                    "message_size": nbytes // 2,
                     "latency": ms,
                     "backend": "nccl",
                 }
