@@ -273,7 +273,7 @@ def _chunk_loop(engine: Engine, run: Run, horizon: float, rows: list[tuple]) -> 
             admitted = _admissions(sched, run, budget, run.free - new_blocks, block_size)
             if admitted is None:
                 return  # an admitted request would finish in its first step: the usual paths
-            if not admitted and run.pure_decode():
+            if not admitted and run.pure_decode() and _seen(sched, run, run.next_wait):
                 return  # nothing to admit for now (no slot, no blocks): the usual paths
             for req, n, blocks in admitted:
                 i, j = len(run.running), len(alive)
@@ -399,8 +399,8 @@ def _admissions(sched: Scheduler, run: Run, budget: int, free: int, block_size: 
     reserve = sched.reserve_full_isl
     slots = sched.max_num_seqs - len(run.alive)
     admitted = []
-    for req in run.waiting[run.next_wait :]:
-        if budget <= 0 or slots <= 0:
+    for k, req in enumerate(run.waiting[run.next_wait :], run.next_wait):
+        if budget <= 0 or slots <= 0 or not _seen(sched, run, k):
             break
         tokens = req.prompt_len + req.num_output_tokens  # all to compute: no prefix hit
         n = threshold if 0 < threshold < tokens else tokens
@@ -418,6 +418,29 @@ def _admissions(sched: Scheduler, run: Run, budget: int, free: int, block_size: 
         free -= blocks
         slots -= 1
     return admitted
+
+
+def _seen(sched: Scheduler, run: Run, k: int) -> bool:
+    """Whether the step starting at the run's last end sees its k-th waiting request, as
+    PlanAhead.visible decides where the family plans a step ahead (sim/schedulers/ahead.py):
+    the step is planned as the one before it started (the scheduler's last, for the run's
+    first step), and requests sent after that plan are added at the next step's start; False
+    past the list. The list is in arrival order (FCFS), so the first request not seen ends
+    the step's admissions, as _admit_waiting's."""
+    if k >= len(run.waiting):
+        return False
+    if not sched.plans_ahead:
+        return True
+    req = run.waiting[k]
+    ends = run.ends
+    t = sched.last_start
+    if len(ends) > 2 or (len(ends) == 2 and t is not None):
+        return req.arrival_s < ends[-2]
+    if len(ends) == 2:  # the run's first step saw all (an idle engine plans as requests come):
+        return req.arrival_s <= ends[0]  # what was sent by its start (Feed.send_until: <=)
+    return t is None or (
+        req.request_id not in sched.arrived and (sched.open_plan or req.arrival_s < t)
+    )
 
 
 def _decode_steps(engine: Engine, run: Run, horizon: float, minimum: int) -> None:

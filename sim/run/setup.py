@@ -154,6 +154,7 @@ class Setup:
                     np.random.default_rng([self.config.seed, k]) if spec else None,
                     measure_from,
                     sends_kv,
+                    par.pp,
                 ),
                 phases=phases,
             )

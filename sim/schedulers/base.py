@@ -68,6 +68,7 @@ class SchedulerOptions:
     spec_rng: np.random.Generator | None = None  # speculative decoding: draft acceptance draws
     measure_from: int = 0  # requests with smaller ids are warm-up: their token gaps not kept
     sends_kv: bool = False  # a disaggregated prefill replica: blocks held until the KV is sent
+    pp: int = 1  # pipeline stages of the replica
 
 
 class Scheduler(Protocol):
@@ -78,6 +79,7 @@ class Scheduler(Protocol):
     running: list[Request]
     itl: ItlLog
     max_num_seqs: int
+    plans_ahead: bool  # planning a step ahead (sim/schedulers/ahead.py)
 
     @property
     def has_work(self) -> bool: ...
@@ -119,6 +121,8 @@ class Scheduler(Protocol):
 
 class SchedulerBase:
     """State and bookkeeping every family shares; subclasses decide what each step runs."""
+
+    plans_ahead = False  # families that plan a step ahead say so (sim/schedulers/ahead.py)
 
     def __init__(
         self,
@@ -347,8 +351,8 @@ class SchedulerBase:
 
     def ran_until(self, last_start: float, steps: int) -> None:
         """A fast-forwarded run of `steps` steps ran, the last starting at `last_start`: for
-        families that keep when steps started (SGLang's overlap scheduler plans a step as the
-        one before starts). Others keep the default: nothing to do."""
+        families that keep when steps started (those that plan a step as the one before
+        starts: sim/schedulers/ahead.py). Others keep the default: nothing to do."""
 
     def finish_inside_runs(self) -> bool:
         """Whether a fast-forwarded run may go on past a step that finishes requests: the

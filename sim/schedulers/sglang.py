@@ -39,6 +39,7 @@ from __future__ import annotations
 from sim.engines import sglang as releases
 from sim.engines.settings import EngineSettings
 from sim.kv.manager import KVCacheManager, cdiv
+from sim.schedulers.ahead import PlanAhead
 from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
 from sim.workload.request import Request
 
@@ -46,7 +47,7 @@ CLIP_MAX_NEW_TOKENS = 4096  # SGLang's cap on max_new_tokens in admission estima
 RETRACT_DECODE_STEPS = 20  # decode steps the batch must be able to run after a retraction
 
 
-class SglangScheduler(SchedulerBase):
+class SglangScheduler(PlanAhead, SchedulerBase):
     def __init__(
         self,
         settings: EngineSettings,
@@ -69,12 +70,7 @@ class SglangScheduler(SchedulerBase):
         self.ratio_denominator_extra = settings.retract_ratio_offset
         # (getattr: EngineSettings gains the knob in issue 43; False until it does)
         self.mixed = settings.enable_mixed_chunk and self.chunk_size > 0
-        self.overlap = settings.async_scheduling  # the overlap scheduler
-        self.last_start: float | None = None  # when the last step that ran something started
-        self.planned_at: float | None = None  # overlap: when this step was planned
-        self.arrived: set[int] = set()  # requests added since the last step was planned
-        self.open_plan = False  # the last step was planned seeing every waiting request
-        self.plan_now = False  # this step is planned as it starts (nothing was launched before)
+        self._init_ahead(settings.async_scheduling)  # the overlap scheduler (ahead.py)
         self.chunked: Request | None = None  # the request whose prefill is in progress
         self.batch_is_full = False  # admission failed; retry once a running request leaves
         self.num_retractions = 0
@@ -86,61 +82,20 @@ class SglangScheduler(SchedulerBase):
             return f"prompt + max_new_tokens ({need}) do not fit the KV pool ({pool} tokens)"
         return None
 
-    def add_request(self, req: Request) -> None:
-        super().add_request(req)
-        self.arrived.add(req.request_id)
-
     def schedule(self, now: float) -> StepPlan:
-        # overlapped: this step was planned as the previous one started, before these came
-        self.planned_at = self.last_start if self.overlap else None
-        self.plan_now = False
-        plan = self._prefill(now)
-        if plan is None:
-            plan = self._decode()
-        if plan.batch_size == 0 and self.planned_at is not None:
-            # nothing was launched then: the loop plans as requests come in, first with what
-            # was sent before now (a client's answer to the last step's token comes a little
-            # later), then, still nothing, with everything (an idle engine, woken)
-            self.planned_at, self.plan_now = now, True
-            plan = self._prefill(now) or plan
-            if plan.batch_size == 0:
-                self.planned_at = None
-                plan = self._prefill(now) or plan
+        # overlapped: this step was planned as the previous one started (ahead.py)
+        plan = self._plan_step(now, lambda t: self._prefill(t) or self._decode(), self._prefill)
         if plan.batch_size == 0:  # idle
             self.new_token_ratio = self.init_ratio
-        self.last_start = now if plan.batch_size > 0 else None
-        self.open_plan = self.planned_at is None
-        self.arrived = set()
         return plan
 
-    def ran_until(self, last_start: float, steps: int) -> None:
-        # a run's steps were planned ahead but its first after an idle one, which saw all
-        if self.overlap:
-            self.open_plan = steps == 1 and self.last_start is None
-            self.last_start = last_start
-            self.arrived = set()
-
     def _visible(self) -> list[Request]:
-        """The waiting requests this step's planning sees. Under the overlap scheduler
-        (managers/scheduler.py event_loop_overlap: receive, plan and launch step n + 1, then
-        wait for step n's result and send its tokens) a step is planned while the one before
-        it runs, so a request that reached the engine after that one started waits one step
-        more: a client's next request, sent when its last token comes, misses the step
-        already planned and has its first token three steps later, one without overlap.
-        Seen: what was sent before that step started (a request sent at the very moment
-        comes a little later: the client and the tokenizer take their time) and has reached
-        the engine since (a front end may hold it longer), and what the step before saw
-        waiting when it was planned as requests came (the burst that woke an idle engine:
-        before, the rest of a burst larger than the first step waited a step more). A step
-        planned as it starts (nothing was launched before) sees what was sent before it."""
-        t = self.planned_at
-        if t is None:
+        """The waiting requests this step's plan sees (PlanAhead.visible): under the overlap
+        scheduler a client's next request, sent when its last token comes, has its first
+        token three steps later, one without overlap."""
+        if self.planned_at is None:
             return list(self.waiting)
-        if self.plan_now:
-            return [r for r in self.waiting if r.arrival_s < t]
-        if self.open_plan:
-            return [r for r in self.waiting if r.request_id not in self.arrived]
-        return [r for r in self.waiting if r.arrival_s < t and r.request_id not in self.arrived]
+        return [r for r in self.waiting if self.visible(r)]
 
     # ---- prefill --------------------------------------------------------------------------
     @staticmethod

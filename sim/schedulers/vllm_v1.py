@@ -20,16 +20,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.schedulers.base import SchedulerBase, StepPlan
+from sim.engines.settings import EngineSettings
+from sim.kv.manager import KVCacheManager
+from sim.schedulers.ahead import PlanAhead
+from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
 from sim.schedulers.lane import LANE_MIN, Lane
 from sim.workload.request import Request, Status
 
 
-class VllmV1Scheduler(SchedulerBase):
+class VllmV1Scheduler(PlanAhead, SchedulerBase):
     lane: Lane | None = None  # the running set as arrays, while it mirrors it (lane.py)
     _lane_plan: StepPlan | None = None  # the step the lane planned, until its outcome
 
+    def __init__(
+        self,
+        settings: EngineSettings,
+        kv: KVCacheManager,
+        bytes_per_block: int = 0,
+        options: SchedulerOptions = SchedulerOptions(),
+    ):
+        super().__init__(settings, kv, bytes_per_block, options)
+        # async scheduling plans a step ahead with one pipeline stage (ahead.py); with more,
+        # the batch queue holds the pipeline's micro-batches, which the driver models
+        self._init_ahead(settings.async_scheduling and options.pp == 1)
+
     def schedule(self, now: float) -> StepPlan:
+        return self._plan_step(now, self._schedule)
+
+    def _schedule(self, now: float) -> StepPlan:
         running = self.running
         if len(running) >= LANE_MIN and not self.spec_k and self.kv.windowed is None:
             lane = self.lane
@@ -345,8 +363,16 @@ class VllmV1Scheduler(SchedulerBase):
         return budget
 
     def _admit_waiting(self, now: float, budget: int, reqs: list, new_tokens: list) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            req = self.waiting[0]
+        waiting = self.waiting
+        ahead = self.planned_at is not None  # (ahead.py: requests this plan has not seen)
+        i = 0
+        while i < len(waiting) and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = waiting[i]
+            if ahead and not self.visible(req):
+                if not self.priority:
+                    break  # FCFS: the ones behind it came later still
+                i += 1  # by priority: the next one may have come earlier
+                continue
             hits, num_hit_tokens = self.kv.get_computed_blocks(req)
             n = req.num_tokens - num_hit_tokens
             if not self.enable_chunked_prefill and n > budget:
