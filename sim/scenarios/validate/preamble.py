@@ -17,13 +17,14 @@ from sim.scenarios.validate.validation import REFUSED, Row
 # What the analysis of each group of vLLM rows found (docs/validation.md has the detail); the
 # report prints an explanation only for a group present in the table.
 GROUP_CAUSES = {
-    "gpt-oss-120b": "MXFP4 experts at their MoE tables' timings under the routing AIConfigurator "
-    "prices served MoE models with (a power law: a long prefill waits on the hot expert, a "
-    "decode batch reads fewer experts than independent picks would); TTFT is still under on "
-    "vLLM 0.18, most on the H200. The 0.11.2 rows at concurrency 512 report a TPOT below the "
-    "time to read the weights and their sequences' KV once (flagged decode_below_floor): the "
-    "server ran far fewer requests at a time than the row's concurrency, through a limit the "
-    "row does not record.",
+    "gpt-oss-120b": "MXFP4 experts at their MoE tables' timings under the routing "
+    "AIConfigurator prices served MoE models with (a power law: a long prefill waits on the "
+    "hot expert, a decode batch reads fewer experts than independent picks would); TTFT is "
+    "over on vLLM 0.18, which plans a step ahead (async scheduling), where the replayed "
+    "clients, one step apart, wait behind each other's prefills. The 0.11.2 rows at "
+    "concurrency 512 report a TPOT below the time to read the weights and their sequences' "
+    "KV once (flagged decode_below_floor): the server ran far fewer requests at a time than "
+    "the row's concurrency, through a limit the row does not record.",
     "llama-3.1-8b": "nvidia/Llama-3.1-8B-Instruct-FP8 on vLLM 0.12, run with the FP8 KV cache "
     "AIConfigurator's generator launches FP8 checkpoints with and, as its run holds rows that "
     "need more prefill than the GPU has (flagged), with prompts drawn from AIPerf's default "
