@@ -26,14 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.schedulers.base import StepPlan
+from sim.engines.settings import EngineSettings
+from sim.kv.manager import KVCacheManager
+from sim.schedulers.base import SchedulerOptions, StepPlan
 from sim.workload.request import Request
 
 
 class PlanAhead:
-    """The planning state and rules; a family calls _plan_step from schedule() and asks
-    visible() of each waiting request it would admit. Off (every request visible at once)
-    unless _init_ahead(True)."""
+    """The planning state and rules, mixed in before SchedulerBase; a family calls _plan_step
+    from schedule() and asks visible() of each waiting request it would admit. On with
+    settings.async_scheduling and one pipeline stage (with more, vLLM's batch queue holds the
+    pipeline's micro-batches, which the driver models); off, every request is visible at once."""
 
     plans_ahead = False
     last_start: float | None = None  # when the last step that ran something started
@@ -41,8 +44,15 @@ class PlanAhead:
     open_plan = False  # the last step was planned seeing every waiting request
     plan_now = False  # this step is planned as it starts (nothing was launched before)
 
-    def _init_ahead(self, on: bool) -> None:
-        self.plans_ahead = on
+    def __init__(
+        self,
+        settings: EngineSettings,
+        kv: KVCacheManager,
+        bytes_per_block: int = 0,
+        options: SchedulerOptions = SchedulerOptions(),
+    ):
+        super().__init__(settings, kv, bytes_per_block, options)  # type: ignore[call-arg]
+        self.plans_ahead = settings.async_scheduling and options.pp == 1
         self.arrived: set[int] = set()  # requests added since the last step was planned
 
     def add_request(self, req: Request) -> None:

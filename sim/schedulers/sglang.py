@@ -70,7 +70,6 @@ class SglangScheduler(PlanAhead, SchedulerBase):
         self.ratio_denominator_extra = settings.retract_ratio_offset
         # (getattr: EngineSettings gains the knob in issue 43; False until it does)
         self.mixed = settings.enable_mixed_chunk and self.chunk_size > 0
-        self._init_ahead(settings.async_scheduling)  # the overlap scheduler (ahead.py)
         self.chunked: Request | None = None  # the request whose prefill is in progress
         self.batch_is_full = False  # admission failed; retry once a running request leaves
         self.num_retractions = 0

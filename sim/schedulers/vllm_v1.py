@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engines.settings import EngineSettings
-from sim.kv.manager import KVCacheManager
 from sim.schedulers.ahead import PlanAhead
-from sim.schedulers.base import SchedulerBase, SchedulerOptions, StepPlan
+from sim.schedulers.base import SchedulerBase, StepPlan
 from sim.schedulers.lane import LANE_MIN, Lane
 from sim.workload.request import Request, Status
 
@@ -32,19 +30,8 @@ class VllmV1Scheduler(PlanAhead, SchedulerBase):
     lane: Lane | None = None  # the running set as arrays, while it mirrors it (lane.py)
     _lane_plan: StepPlan | None = None  # the step the lane planned, until its outcome
 
-    def __init__(
-        self,
-        settings: EngineSettings,
-        kv: KVCacheManager,
-        bytes_per_block: int = 0,
-        options: SchedulerOptions = SchedulerOptions(),
-    ):
-        super().__init__(settings, kv, bytes_per_block, options)
-        # async scheduling plans a step ahead with one pipeline stage (ahead.py); with more,
-        # the batch queue holds the pipeline's micro-batches, which the driver models
-        self._init_ahead(settings.async_scheduling and options.pp == 1)
-
     def schedule(self, now: float) -> StepPlan:
+        # async scheduling plans a step ahead (ahead.py, PlanAhead.__init__ says when)
         return self._plan_step(now, self._schedule)
 
     def _schedule(self, now: float) -> StepPlan:
