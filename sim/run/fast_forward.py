@@ -21,7 +21,9 @@ running requests' own progress. Two kinds of run are simulated in bulk:
                of min(its tokens, threshold, budget) in cdiv(n, block_size) new blocks, no
                prefix to look up); a chunked run follows, and once the queue is empty,
                decode-only steps as above. The admissions are replayed in apply_run in their
-               place among the pool calls (Scheduler.admit_planned).
+               place among the pool calls (Scheduler.admit_planned). Where the family plans a
+               step ahead (async scheduling, sim/schedulers/ahead.py), a step admits only what
+               its plan saw (_seen); a step whose plan saw none of the waiting requests decodes.
 
     step k's end      t_k = t_{k-1} + dt_k   (sequential sums, as the driver adds them)
     request tokens    a token when a request's computed tokens reach its known ones; its gap
