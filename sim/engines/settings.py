@@ -46,7 +46,7 @@ class EngineSettings:
     policy: str  # fcfs | priority | lpm
     preemption_mode: str  # recompute | swap
     scheduler_reserve_full_isl: bool  # admit only if the whole prompt fits in free blocks
-    async_scheduling: bool  # CPU work of step n+1 overlaps the GPU work of step n
+    async_scheduling: bool  # step n+1 planned (CPU) while step n runs: schedulers/ahead.py
     async_output_proc: bool  # output processing overlaps the next step (vLLM V0 0.6+)
     num_scheduler_steps: int  # multi-step scheduling: decode steps per scheduler call
     multi_step_streams: bool  # tokens reach the client step by step (False: vLLM V0 before
