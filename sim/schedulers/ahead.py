@@ -12,6 +12,10 @@ started is first seen by the plan of step n + 2:
     scheduling and one pipeline stage, else the pipeline's depth, whose own model covers it):
     schedule and launch the next batch, then block on the oldest, reading the input queue in
     between.
+    LLMServingSim's vLLM 0.19.0 runs show it in their per-request timestamps: a request is
+    scheduled as soon as the engine reads it between steps, and its first token comes a
+    median 2.6 running TPOTs later (Qwen3-30B-A3B on an RTX PRO 6000, 253 requests; 2.9 for
+    Llama-3.1-8B): the step already running and its own (docs/validation.md, Issue 43).
 
 A client's next request, sent as its last token leaves, reaches the engine after the step
 already planned and after the plan made as the next one starts (the client and the tokenizer
