@@ -91,6 +91,14 @@ def measured_requests(path: str) -> dict[str, np.ndarray]:
     return {"ttft": first - start, "tpot": tpot[np.isfinite(tpot)]}
 
 
+def ttft_from_engine_queue(path: str) -> bool:
+    """Whether an LLMServingSim requests.jsonl counts TTFT from queued_ts, when the engine
+    read the request, on every row (measured_requests' choice; the trace reader replays those
+    times too, sim/workload/traces.py)."""
+    rows = _request_rows(Path(path))
+    return bool(rows) and all(row.get("queued_ts") is not None for row in rows)
+
+
 def _request_rows(p: Path) -> list[dict]:
     """The fields _field reads of each row of a requests.jsonl, read line by line."""
     return [{k: row[k] for k in _REQUEST_FIELDS if k in row} for _, row in json_rows(p)]

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from sim.config import SimConfig, WorkloadConfig
 from sim.errors import UserError, key_name, shown
+from sim.scenarios.validate.engine_queue import TTFT_FROM
 from sim.user_files import file_problem, load_yaml, require_file
 from sim.workload.bench_results import bench_metrics
 
@@ -58,6 +59,7 @@ KNOWN = (
     "source",
     "flags",
     "launch",  # engine_args an importer assumed ({source, engine_args}): the band varies them
+    "ttft_from",  # send (default) | engine_queue: where the source counts TTFT from
 )
 PARALLEL_KEYS = (
     "tp",
@@ -181,6 +183,12 @@ def _build(data, path: Path, base: SimConfig) -> Case:
     engine_args = dict(engine_args)
     if "kv_cache_dtype" in data:
         engine_args["kv_cache_dtype"] = data["kv_cache_dtype"]
+    ttft_from = data.get("ttft_from", "send")
+    if ttft_from not in TTFT_FROM:
+        raise UserError(
+            f"ttft_from: {shown(ttft_from)} is not one of {', '.join(TTFT_FROM)} (engine_queue: "
+            "the source counts TTFT from when the engine read the request, as vLLM's queued_ts)"
+        )
     workload, measured_default, requests = _workload(data["workload"], here)
     measured = data.get("measured", measured_default)
     if not isinstance(measured, dict) or not measured:

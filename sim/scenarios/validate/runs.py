@@ -19,7 +19,9 @@ from sim.errors import UserError
 from sim.run.simulate import simulate
 from sim.run.summary import RunResult
 from sim.scenarios.fanout import fan_out
+from sim.scenarios.validate import engine_queue
 from sim.scenarios.validate.cases import Case
+from sim.scenarios.validate.engine_queue import ENGINE_QUEUE
 from sim.workload.bench_results import measured_requests
 
 
@@ -93,10 +95,13 @@ def run_case(case: Case) -> CaseResult:
     except Exception as exc:  # one broken case must not stop the others
         return CaseResult(case.id, f"{type(exc).__name__}: {exc}")
     predicted = {k: _lookup(result.summary, k) for k in case.measured}
+    from_queue = case.data.get("ttft_from") == ENGINE_QUEUE
+    if from_queue:  # the source counts TTFT from the engine's read (engine_queue.py)
+        predicted |= engine_queue.rebased(result, predicted)
     why_not = no_prediction(result, predicted)
     if why_not:
         return CaseResult(case.id, why_not)
-    tests, ks_error = _ks_tests(case.requests, result) if case.requests else ({}, None)
+    tests, ks_error = _ks_tests(case.requests, result, from_queue) if case.requests else ({}, None)
     return CaseResult(
         case.id,
         predicted=predicted,
@@ -158,14 +163,18 @@ def _facts(case: Case, result: RunResult) -> Facts:
     )
 
 
-def _ks_tests(requests: str, result: RunResult) -> tuple[dict[str, KsTest], str | None]:
-    """(the KS test of each quantity measured per request, why none could be read or None)."""
+def _ks_tests(
+    requests: str, result: RunResult, from_queue: bool = False
+) -> tuple[dict[str, KsTest], str | None]:
+    """(the KS test of each quantity measured per request, why none could be read or None);
+    with from_queue the predicted TTFTs count from the engine's read (engine_queue.py)."""
     try:
         measured = measured_requests(requests)
     except UserError as exc:
         return {}, str(exc)
+    frame = engine_queue.from_engine_queue(result) if from_queue else result.requests
     predicted = {
-        "ttft": result.requests["ttft_s"].to_numpy(dtype=float),
+        "ttft": frame["ttft_s"].to_numpy(dtype=float),
         "tpot": result.requests["tpot_s"].to_numpy(dtype=float),
         "itl": result.itl_s,
     }

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import UserError
+from sim.scenarios.validate.engine_queue import ENGINE_QUEUE
 from sim.scenarios.validate.importers.catalogue import SYSTEMS, catalogue_model
 from sim.scenarios.validate.importers.fields import count, mapping, read_json, relative_path
 from sim.user_files import load_json
-from sim.workload.bench_results import measured_requests
+from sim.workload.bench_results import measured_requests, ttft_from_engine_queue
 
 
 def llmservingsim(paths, out: Path) -> list[dict]:
@@ -48,7 +49,7 @@ def _case(run: Path, out: Path) -> dict:
             f"GPU-to-GPU link from the run's config.json: "
             f"{link['link_bytes_per_s'] / 1e9:g} GB/s, {link['link_latency_s'] * 1e6:g} us"
         )
-    return {
+    case = {
         "id": f"llmservingsim-{run.parent.name}-{run.name}",
         "engine": f"vllm@{meta.get('vllm_version', '')}",
         "hardware": SYSTEMS.get(run.parent.name, run.parent.name.lower()),
@@ -63,6 +64,9 @@ def _case(run: Path, out: Path) -> dict:
         "source": f"{relative_path(run, out)} (LLMServingSim bench_examples, vLLM offline engine)",
         "notes": "; ".join(notes),
     }
+    if ttft_from_engine_queue(str(requests)):  # TTFT from queued_ts (engine_queue.py)
+        case["ttft_from"] = ENGINE_QUEUE
+    return case
 
 
 def _engine_args(meta: dict, kw: dict, where: str) -> dict:
