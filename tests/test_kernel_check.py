@@ -84,3 +84,24 @@ def test_kernel_check_needs_a_table():
     (cfg,) = check_overrides(["scenario=kernel_check"])
     with pytest.raises(UserError, match=r"kernel_check\.timings"):
         run_kernel_check(cfg, None)
+
+
+def test_a_kernel_table_with_a_shape_too_large_to_be_measured_is_refused(tmp_path):
+    """A finite but absurd shape (1e308 tokens) would turn the bytes it implies into inf: the
+    table is refused with the column and row, as a NaN or a negative value is (fuzz.py's
+    extreme floats)."""
+    from sim.calibrate.kernel_tables import read_tables
+    from sim.errors import UserError
+
+    src = shared_data("vidur/profiling/compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv")
+    lines = src.read_text().splitlines()
+    header = lines[0].split(",")
+    row = lines[1].split(",")
+    row[header.index("num_tokens")] = "1e308"
+    where = tmp_path / "profiling/compute/h100/meta-llama/Llama-2-7b-hf"
+    where.mkdir(parents=True)
+    (where / "mlp.csv").write_text("\n".join([lines[0], ",".join(row), *lines[2:5]]) + "\n")
+    with pytest.raises(UserError, match=r"column num_tokens is 1e\+308 in row 0.*<= 1e\+15"):
+        read_tables(where / "mlp.csv")
+    (where / "mlp.csv").write_text("\n".join(lines[:5]) + "\n")
+    assert len(read_tables(where / "mlp.csv")) > 0

@@ -155,6 +155,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 _SMALLEST = 1e-30  # the least positive value a table holds (ms, or a shape)
+# the largest: no measured shape, size or time comes near it (a 2^40-token batch, 10^15 ms),
+# and shapes multiplied into bytes and FLOPs stay finite below it
+_LARGEST = 1e15
 
 
 def _checked(df: pd.DataFrame, path: Path, positive, nonneg, labels) -> pd.DataFrame:
@@ -179,12 +182,13 @@ def _checked(df: pd.DataFrame, path: Path, positive, nonneg, labels) -> pd.DataF
             values = np.array([_number(v) for v in df[col]], dtype=float)
         # a positive value below _SMALLEST is no measurement (5e-324 ms is 0 s once scaled)
         low = values < _SMALLEST if strictly_positive else values < 0
-        bad = ~np.isfinite(values) | low
+        bad = ~np.isfinite(values) | low | (values > _LARGEST)
         if bad.any():
             row = int(np.argmax(bad))
             raise UserError(
                 f"{path}: column {col} is {shown(df[col].iloc[row])} in row {row}; expected "
-                f"a finite number {f'>= {_SMALLEST:g}' if strictly_positive else '>= 0'}"
+                f"a finite number {f'>= {_SMALLEST:g}' if strictly_positive else '>= 0'} "
+                f"and <= {_LARGEST:g}"
             )
         df[col] = values
     return df
