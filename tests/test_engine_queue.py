@@ -21,7 +21,9 @@ def test_the_engine_reads_a_request_at_the_next_step_start_of_its_replica():
     requests = pd.DataFrame(
         {"replica": [0, 0, 0, 1, 0], "arrival_s": [0.0, 0.05, 0.10, 0.05, 0.50]}
     )
-    steps = pd.DataFrame({"replica": [0, 0, 0, 1], "start_s": [0.0, 0.04, 0.10, 0.07]})
+    steps = pd.DataFrame(
+        {"replica": [0, 0, 0, 1], "start_s": [0.0, 0.04, 0.10, 0.07], "duration_s": [0.04] * 4}
+    )
     got = read_s(requests, steps)
     # at a step's start: then; inside a step: the next start; another replica's steps don't
     # count; no step after it (a request never run): its send

@@ -16,11 +16,12 @@ of step k + 1. When no unfinished request is left after a step, step_async drain
 once (`if not self.has_unfinished_requests()`), so a token with no later step is seen when sampled.
 
 vLLM V1 runs its engine core in another process and streams outputs as each step ends, so a
-client of V1 sees tokens when sampled (a V1 engine with async scheduling admits a request that
-arrives mid-step one step later still, which the simulator's V1 scheduler does not model yet).
+client of V1 sees tokens when sampled (with async scheduling a request that arrives mid-step is
+admitted a step later still: the scheduler models that, sim/schedulers/ahead.py).
 
 The run records when each token was sampled (a step's end); `seen_at` maps those times to when
-such a client sees them, per replica, from the run's step log."""
+such a client sees them, per replica, from the run's step log (`next_step`: the step that
+follows a moment, also where an engine reads a request, sim/scenarios/validate/engine_queue.py)."""
 
 from __future__ import annotations
 
@@ -30,30 +31,36 @@ import pandas as pd
 from sim.run.metrics import with_latencies
 
 
-def seen_at(
-    token_s: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
-) -> np.ndarray:
-    """For each token sampled at `token_s` (seconds, a step's end) on replica `replica`, the end
-    of the next step of that replica (the first to start at or after it, within `eps_s`), or
-    `token_s` itself where none does. NaN (a token never sampled) stays NaN.
+def next_step(
+    t: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each moment `t` (seconds) on replica `replica`: (start, end) of that replica's first
+    step to start at or after it (within `eps_s`), or (t, t) where none does. NaN stays NaN.
 
     steps: the run's step log with columns replica, start_s, duration_s (sim/run/outputs.py)."""
-    token_s = np.asarray(token_s, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64)
     replica = np.asarray(replica)
-    out = token_s.copy()
+    first, last = t.copy(), t.copy()
     for r in np.unique(replica):
         mine = steps[steps["replica"] == r]
         start = mine["start_s"].to_numpy(dtype=np.float64)
         order = np.argsort(start, kind="stable")
         start = start[order]
         end = start + mine["duration_s"].to_numpy(dtype=np.float64)[order]
-        at = (replica == r) & np.isfinite(token_s)
-        i = np.searchsorted(start, token_s[at] - eps_s, side="left")
+        at = np.nonzero((replica == r) & np.isfinite(t))[0]
+        i = np.searchsorted(start, t[at] - eps_s, side="left")
         has_next = i < len(start)
-        seen = token_s[at].copy()
-        seen[has_next] = end[i[has_next]]
-        out[at] = seen
-    return out
+        first[at[has_next]] = start[i[has_next]]
+        last[at[has_next]] = end[i[has_next]]
+    return first, last
+
+
+def seen_at(
+    token_s: np.ndarray, replica: np.ndarray, steps: pd.DataFrame, eps_s: float = 1e-9
+) -> np.ndarray:
+    """For each token sampled at `token_s` (seconds, a step's end) on replica `replica`, the end
+    of the next step of that replica (next_step), or `token_s` itself where none does."""
+    return next_step(token_s, replica, steps, eps_s)[1]
 
 
 def in_process_view(requests: pd.DataFrame, steps: pd.DataFrame, settings) -> pd.DataFrame:

@@ -440,9 +440,7 @@ def _seen(sched: Scheduler, run: Run, k: int) -> bool:
         return req.arrival_s < ends[-2]
     if len(ends) == 2:  # the run's first step saw all (an idle engine plans as requests come):
         return req.arrival_s <= ends[0]  # what was sent by its start (Feed.send_until: <=)
-    return t is None or (
-        req.request_id not in sched.arrived and (sched.open_plan or req.arrival_s < t)
-    )
+    return sched.sees_next(req)
 
 
 def _decode_steps(engine: Engine, run: Run, horizon: float, minimum: int) -> None:

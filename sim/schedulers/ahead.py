@@ -98,6 +98,14 @@ class PlanAhead:
             return True
         if self.plan_now:
             return req.arrival_s < t
+        return self._sees(req, t)
+
+    def sees_next(self, req: Request) -> bool:
+        """Whether the next step's plan, made as the last step started, sees waiting `req`
+        (visible() before schedule() is called: a fast-forwarded run's first step)."""
+        return self.last_start is None or self._sees(req, self.last_start)
+
+    def _sees(self, req: Request, t: float) -> bool:
         return req.request_id not in self.arrived and (self.open_plan or req.arrival_s < t)
 
     def ran_until(self, last_start: float, steps: int) -> None:

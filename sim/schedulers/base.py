@@ -79,7 +79,7 @@ class Scheduler(Protocol):
     running: list[Request]
     itl: ItlLog
     max_num_seqs: int
-    plans_ahead: bool  # planning a step ahead (sim/schedulers/ahead.py)
+    plans_ahead: bool  # planning a step ahead (PlanAhead: then last_start, sees_next too)
 
     @property
     def has_work(self) -> bool: ...

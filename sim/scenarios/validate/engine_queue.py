@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.run.delivery import next_step
 from sim.run.metrics import bench_summary, with_latencies
 from sim.run.summary import RunResult
 
@@ -28,15 +29,8 @@ TTFT_FROM = ("send", ENGINE_QUEUE)  # its choices (send: the default, the client
 def read_s(requests: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Each request's time the engine read it: the first step start of its replica at or
     after its arrival (its arrival where no step starts after it: a request never run)."""
-    out = requests["arrival_s"].to_numpy(dtype=np.float64).copy()
-    replicas = requests["replica"].to_numpy()
-    for replica in np.unique(replicas):
-        starts = np.sort(steps.loc[steps["replica"] == replica, "start_s"].to_numpy(np.float64))
-        rows = np.nonzero(replicas == replica)[0]
-        at = np.searchsorted(starts, out[rows], side="left")
-        inside = at < len(starts)
-        out[rows[inside]] = starts[at[inside]]
-    return out
+    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
+    return next_step(arrival, requests["replica"].to_numpy(), steps, eps_s=0.0)[0]
 
 
 def from_engine_queue(result: RunResult) -> pd.DataFrame:
