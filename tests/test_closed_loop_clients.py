@@ -19,6 +19,8 @@ from sim.scenarios.validate.settings import (
     DEFAULT_LAUNCH,
     FIRST_WAVE,
     FIRST_WAVE_OUT,
+    FRONT_END_MS,
+    FRONT_END_SETTING,
     SETTINGS,
     plausible,
     run_settings,
@@ -50,7 +52,7 @@ def test_a_closed_loop_with_warmup_may_have_counted_its_first_wave(tmp_path):
     ]
     cases = load_cases([write(tmp_path, specs)], BASE)
     got = {c.id: plausible(c) for c in cases}
-    assert FIRST_WAVE in got["warm-up"] and len(got["warm-up"]) == 5
+    assert FIRST_WAVE in got["warm-up"] and len(got["warm-up"]) == 6
     # a loop that counts its first wave may have left it out (a warm-up it ran first)
     assert FIRST_WAVE_OUT in got["none"] and FIRST_WAVE not in got["none"]
     # a stated client start or warm cache leaves no together-cold run; an open loop no wave
@@ -70,7 +72,7 @@ def test_the_counted_first_wave_raises_the_top_of_the_ttft_band(tmp_path):
     cases = load_cases([write(tmp_path, specs)], BASE)
     results = run_all(cases, jobs=1)
     band = run_settings(cases, results, 1, lambda c: True)
-    assert band.num_runs == 4 and band.num_failed == 0
+    assert band.num_runs == 5 and band.num_failed == 0
     counted = band.results[FIRST_WAVE]["c"].predicted
     main = results[0].predicted
     assert counted["mean_ttft_ms"] >= main["mean_ttft_ms"] > 0
@@ -96,6 +98,33 @@ def test_leaving_the_first_wave_out_lowers_the_ttft_of_a_burst_start(tmp_path):
     assert main >= left_out.predicted["mean_ttft_ms"] > 0
     lo, hi = band.bands["c"]["mean_ttft_ms"]
     assert lo <= left_out.predicted["mean_ttft_ms"] and main <= hi
+
+
+def test_a_front_end_makes_the_next_request_miss_the_step_that_starts_as_the_last_ends(tmp_path):
+    """Four clients whose 512-token prompts share a 1,024-token budget come apart by a step;
+    without a front end a client's next request then reaches the engine at the very end of the
+    step that finished its last one and joins the next step; through a front end of
+    FRONT_END_MS it arrives during that step and waits for the one after: TTFT grows by more
+    than the front end itself. A case that states its front end keeps it."""
+    loop = LOOP | {"num_requests": 20}
+    budget = {"max_num_batched_tokens": 1024}
+    specs = [
+        case(id="c", workload={"closed_loop": loop}, engine_args=budget),
+        case(id="stated", workload={"closed_loop": loop | {"frontend_ms": 3.0}}),
+    ]
+    cases = load_cases([write(tmp_path, specs)], BASE)
+    got = {c.id: plausible(c) for c in cases}
+    assert FRONT_END_SETTING in got["c"] and FRONT_END_SETTING not in got["stated"]
+    assert setting_name(FRONT_END_SETTING).endswith(f"a {FRONT_END_MS:g} ms front end")
+    results = run_all(cases[:1], jobs=1)
+    band = run_settings(cases[:1], results, 1, lambda c: True)
+    front = band.results[FRONT_END_SETTING]["c"]
+    assert not front.error and front is not results[0]
+    main = results[0].predicted["mean_ttft_ms"]
+    assert front.predicted["mean_ttft_ms"] > main + FRONT_END_MS
+    assert band.bands["c"]["mean_ttft_ms"][1] >= front.predicted["mean_ttft_ms"]
+    (row,) = [s for s in band.summary([])["settings"] if s["front_end_ms"]]
+    assert row["front_end_ms"] == FRONT_END_MS and row["num_cases"] == 1
 
 
 def _run(workload: dict, **top):

@@ -494,11 +494,11 @@ def test_validation_suite_end_to_end_on_a_small_copy(tmp_path):
         "vLLM rows of the silicon sample on H100/H200"
     ] * 3
     # the vLLM row: 4 settings, its first wave left out (it counts it, ten requests per
-    # client) and the engine's default launch (its arguments are the generator's, assumed);
-    # the LLMServingSim run: cold / warm
+    # client), the engine's default launch (its arguments are the generator's, assumed) and a
+    # front end; the LLMServingSim run: cold / warm
     band = v["settings_band"]
-    assert band["num_cases"] == 2 and band["num_extra_runs"] == 4 + 2
-    assert len(band["settings"]) == 7 and v["slices"]
+    assert band["num_cases"] == 2 and band["num_extra_runs"] == 5 + 2
+    assert len(band["settings"]) == 8 and v["slices"]
     report = (out / "report.md").read_text()
     assert "## Targets" in report and "python -m sim.validation_suite" in report
     assert (out / "cases/silicon.yaml").is_file() and (out / "validation.csv").is_file()

@@ -189,7 +189,8 @@ def test_suite_targets_of_the_acceptance():
 
 
 def test_band_over_the_plausible_settings(tmp_path):
-    """Three tiny cases: a closed loop (4 settings and its first wave left out, 4 extra runs),
+    """Three tiny cases: a closed loop (4 settings, its first wave left out and a front end, 5
+    extra runs),
     a closed loop that states its client start (2 settings, 1 extra run), an open loop (2
     cache settings, 1 run)."""
     poisson = {"poisson": {"rate": 50.0, "num_requests": 12, "input_len": 256, "output_len": 8}}
@@ -212,10 +213,10 @@ def test_band_over_the_plausible_settings(tmp_path):
         case(id="open", workload=poisson),
     ]
     cases = load_cases([write(tmp_path, specs)], BASE)
-    assert [len(plausible(c)) for c in cases] == [5, 2, 4]
+    assert [len(plausible(c)) for c in cases] == [6, 2, 4]
     results = run_all(cases, jobs=1)
     band = run_settings(cases, results, 1, lambda c: True)
-    assert band.num_runs == 4 + 1 + 1 and band.num_failed == 0
+    assert band.num_runs == 5 + 1 + 1 and band.num_failed == 0
     assert set(band.results) == set(SETTINGS)
     assert "stated" not in band.results[(False, True)]
     bands = band.bands

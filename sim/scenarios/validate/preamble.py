@@ -10,7 +10,13 @@ import numpy as np
 
 from sim.report.escape import Md, md_code, md_row, md_text
 from sim.scenarios.validate.importers.silicon import IMPLAUSIBLE_PREFILL_SHARE
-from sim.scenarios.validate.settings import SETTINGS, SettingsBand, inside_band, setting_name
+from sim.scenarios.validate.settings import (
+    FRONT_END_MS,
+    SETTINGS,
+    SettingsBand,
+    inside_band,
+    setting_name,
+)
 from sim.scenarios.validate.targets import VLLM_ROWS, MedianError, Target, select_rows
 from sim.scenarios.validate.validation import REFUSED, Row
 
@@ -196,7 +202,10 @@ def band_lines(band: SettingsBand, table: Sequence[Row]) -> list[str]:
         "where the case leaves a warm-up out, left out, one wave more sent first, where the "
         "case counts it, as the silicon cases do after AIConfigurator's benchmark runners; "
         "and where an importer assumed the server's launch arguments, as for the silicon rows "
-        "launched as AIConfigurator's generator launches them, the engine's defaults instead; a "
+        "launched as AIConfigurator's generator launches them, the engine's defaults instead; "
+        "for a closed loop that does not state its server's front end, each request reaching "
+        f"the engine {FRONT_END_MS:g} ms after its send, `workload.frontend_ms`, so that a "
+        "client's next request misses the step that starts as its previous one ends; a "
         "setting a case states is kept; an open loop has no client start to vary). "
         "validation.csv's "
         "band_low/band_high give each case's lowest and highest prediction over them "

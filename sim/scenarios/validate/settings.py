@@ -11,8 +11,10 @@ warm-up out, left out (one wave more sent first, workload.warmup_requests=concur
 case counts it, as AIConfigurator's silicon cases do (importers/silicon.py, from its benchmark
 runners); and for a case whose engine arguments an importer assumed (its `launch`: the silicon
 rows' servers as AIConfigurator's generator launches them), clients together and cache cold
-with the engine's default launch instead. `vllm bench serve` starts every client of its
-measured run at once and counts every request of it (its --num-warmups requests
+with the engine's default launch instead; and for a closed loop whose case does not state its
+server's front end, clients together and cache cold with each request reaching the engine 1 ms
+after its send (workload.frontend_ms; FRONT_END_MS below). `vllm bench serve` starts every
+client of its measured run at once and counts every request of it (its --num-warmups requests
 run before, apart: vllm/benchmarks/serve.py, vllm-project/vllm commit 009e6d4a), so the burst
 of the first wave is in its means; AIPerf leaves a warm-up out only when asked
 (--warmup-request-count). A setting the case's workload states is kept as stated (a stated
@@ -46,6 +48,17 @@ FIRST_WAVE_OUT: Setting = (False, False, False)
 # together, cold, the server launched with the engine's defaults instead of the launch arguments
 # an importer assumed (a case's `launch`: AIConfigurator's generator for the silicon rows)
 DEFAULT_LAUNCH: Setting = (False, False, LAUNCH_DEFAULTS)
+# together, cold, each request reaching the engine FRONT_END_MS after its client sent it
+FRONT_END = "front end"
+FRONT_END_SETTING: Setting = (False, False, FRONT_END)
+# A served request's way to the engine: the client's HTTP request, the API server's JSON and
+# tokenisation (10-21 us per token measured for a 131-token prompt, tenstorrent/
+# tt-inference-server#2173), the hand-over to the engine process. With none (the main run) a
+# closed loop's next request reaches the engine at the very end of the step that finished the
+# previous one and joins the next step; with any delay shorter than a step it misses it and
+# waits for the step after. Which of the two happens is what the setting varies, not the delay's
+# size: 0.5, 2 and 5 ms gave the same share of the vLLM silicon rows' TTFT inside the band.
+FRONT_END_MS = 1.0
 SETTINGS: tuple[Setting, ...] = (
     (False, False),
     (True, False),
@@ -54,6 +67,7 @@ SETTINGS: tuple[Setting, ...] = (
     FIRST_WAVE,
     FIRST_WAVE_OUT,
     DEFAULT_LAUNCH,
+    FRONT_END_SETTING,
 )
 SPREAD_COLD: Setting = (True, False)  # the former client-start sensitivity
 SENSITIVITY_METRICS = ("mean_tpot_ms", "output_throughput", "mean_ttft_ms")
@@ -66,6 +80,7 @@ def setting_name(setting: Setting) -> str:
         + (", first wave counted" if _counted(setting) else "")
         + (", first wave left out" if _left_out(setting) else "")
         + (", the engine's default launch" if _defaults(setting) else "")
+        + (f", a {FRONT_END_MS:g} ms front end" if _front_end(setting) else "")
     )
 
 
@@ -88,7 +103,15 @@ def plausible(case: Case) -> list[Setting]:
         out.append(FIRST_WAVE if wl.warmup_requests else FIRST_WAVE_OUT)
     if _launched(case) and (False, False) in out:
         out.append(DEFAULT_LAUNCH)
+    if wl.kind == "closed_loop" and (False, False) in out and not _front_end_stated(stated, wl):
+        out.append(FRONT_END_SETTING)
     return out
+
+
+def _front_end_stated(stated: dict, wl) -> bool:
+    """Whether the case states its server's front end (then it is kept as stated)."""
+    keys = ("frontend_ms", "frontend_us_per_token")
+    return any(k in stated for k in keys) or bool(wl.frontend_ms or wl.frontend_us_per_token)
 
 
 def _launched(case: Case) -> dict:
@@ -111,6 +134,10 @@ def _defaults(setting: Setting) -> bool:
     return len(setting) > 2 and setting[2] == LAUNCH_DEFAULTS
 
 
+def _front_end(setting: Setting) -> bool:
+    return len(setting) > 2 and setting[2] == FRONT_END
+
+
 def _run_key(case: Case, setting: Setting) -> Setting:
     """The setting actually simulated for a SETTINGS key (an open loop keeps its stagger)."""
     if case.config.workload.kind != "closed_loop":
@@ -130,6 +157,8 @@ def _variant(case: Case, key: Setting) -> Case:
     elif _left_out(key):  # a wave more, sent first and left out: the steady state alone
         c = workload.concurrency
         workload = replace(workload, num_requests=workload.num_requests + c, warmup_requests=c)
+    if _front_end(key):
+        workload = replace(workload, frontend_ms=FRONT_END_MS)
     config = replace(case.config, workload=workload)
     if _defaults(key):  # the assumed launch arguments dropped: the engine's own defaults
         assumed = _launched(case)
@@ -203,6 +232,7 @@ class SettingsBand:
                     "first_wave_counted": _counted(s),
                     "first_wave_left_out": _left_out(s),
                     "engine_defaults": _defaults(s),
+                    "front_end_ms": FRONT_END_MS if _front_end(s) else 0.0,
                     "num_cases": len(self.results.get(s, {})),
                     **acc.summary,
                 }
