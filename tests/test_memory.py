@@ -11,7 +11,7 @@ from sim.cost.step import CostModel
 from sim.engines.resolve import resolve
 from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
-from sim.kv.memory import plan_memory, trtllm_profile_requests
+from sim.kv.memory import CUDA_TOTAL_GIB, cuda_total_bytes, plan_memory, trtllm_profile_requests
 from sim.specs.hardware import load_hardware
 from sim.specs.model_config import load_model
 from sim.workload.request import Status
@@ -262,3 +262,19 @@ def test_mxfp4_experts_are_padded_for_the_kernel_that_runs_them():
         expert_bytes / 8 * (384 / 360 - 1), rel=1e-3
     )
     assert weights("vllm@0.19.0", "a100-80gb") > checkpoint  # Ampere keeps Marlin
+
+
+def test_engines_size_against_the_cuda_visible_total():
+    """vLLM multiplies gpu_memory_utilization by torch.cuda.mem_get_info()'s total, which on an
+    H100 80GB HBM3 is 79.11 GiB (vllm-project/vllm#48601), not nvidia-smi's 79.65 GiB; GPUs
+    without a logged figure keep the catalogue's."""
+    h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb")
+    assert cuda_total_bytes(h100) == int(79.11 * GIB) < h100.hbm_bytes
+    assert cuda_total_bytes(a100) == a100.hbm_bytes
+    model = load_model("llama-3.1-8b")
+    settings = resolve("vllm@0.6.5", h100, model, 1, overrides={"max_model_len": 8192})
+    plan = plan_memory(h100, model, settings, 1, "bf16")
+    assert plan.total_bytes == cuda_total_bytes(h100)
+    smaller = dataclasses.replace(h100, hbm_bytes=int(70 * GIB))  # never above the catalogue
+    assert cuda_total_bytes(smaller) == smaller.hbm_bytes
+    assert set(CUDA_TOTAL_GIB) <= {"h100-sxm", "h200", "a100-80gb", "a100-40gb"}

@@ -79,6 +79,27 @@ def installed_sampler_bytes_per_logit(release: str, scheduler: str, sampler: str
 
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 14  # bf16 2 + fp32 4 + softmax 4 + top-k renorm 4
 
+# The device total the engines size against is what the CUDA driver reports to the process
+# (torch.cuda.mem_get_info()'s total: vLLM's total_gpu_memory, which gpu_memory_utilization
+# multiplies; SGLang and TensorRT-LLM take free memory from the same call), not nvidia-smi's
+# total (the catalogue's hbm_bytes): the driver keeps the difference. Where logs of runs other
+# than the memory-plan cases (validation/memory/memory_logs.yaml) give it, in GiB:
+CUDA_TOTAL_GIB = {
+    # NVIDIA H100 80GB HBM3 (hardware/h100-sxm.yaml: nvidia-smi's 81,559 MiB, 79.65 GiB):
+    # vllm-project/vllm#10927 (simon-mo, 2024-12-06, "total_gpu_memory=79.10GiB") and
+    # vllm-project/vllm#48601 (JaredforReal, 2026-07-14, "Free memory on device (77.57/79.11
+    # GiB)"); the larger of the two.
+    "h100-sxm": 79.11,
+}
+
+
+def cuda_total_bytes(hardware: Hardware) -> int:
+    """The device memory an engine sizes against: CUDA_TOTAL_GIB where public logs give it
+    (never above the catalogue's figure), else the catalogue's hbm_bytes."""
+    if hardware.name in CUDA_TOTAL_GIB:
+        return min(hardware.hbm_bytes, int(CUDA_TOTAL_GIB[hardware.name] * GIB))
+    return hardware.hbm_bytes
+
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     """KV heads are split across TP ranks; with fewer heads than ranks each rank keeps one."""
@@ -278,7 +299,7 @@ def plan_memory(
     the plan even where the engine would refuse to start (a pool under two blocks, or one
     that cannot hold max_model_len): the memory-plan comparison holds such plans to the
     engines' logs (sim/scenarios/validate/memory_plans.py)."""
-    total = hardware.hbm_bytes
+    total = cuda_total_bytes(hardware)
     frac = settings.gpu_memory_utilization
     weights = (model.weight_bytes(weight_dtype) + mxfp4_padding_bytes(
         hardware, model, settings, weight_dtype, tp
@@ -294,15 +315,15 @@ def plan_memory(
     if settings.scheduler == "sglang":  # weights + KV pool = total x mem_fraction_static
         budget = int(total * frac)
         kv_bytes = budget - weights - runtime - linear_state
-        what = f"{frac:.3f} x {hardware.hbm_gib:.1f} GiB - weights - runtime"
+        what = f"{frac:.3f} x {total / GIB:.1f} GiB - weights - runtime"
     elif settings.scheduler == "trtllm":  # a fraction of what is free after start-up
         budget = total
         kv_bytes = int((total - weights - activation - graphs - runtime) * frac) - linear_state
-        what = f"{frac:.2f} x (the {hardware.hbm_gib:.1f} GiB left after weights and runtime)"
+        what = f"{frac:.2f} x (the {total / GIB:.1f} GiB left after weights and runtime)"
     else:
         budget = int(total * frac)
         kv_bytes = budget - weights - activation - graphs - runtime - linear_state
-        what = f"{frac:.2f} x {hardware.hbm_gib:.1f} GiB - weights - activations - runtime"
+        what = f"{frac:.2f} x {total / GIB:.1f} GiB - weights - activations - runtime"
     block = kv_block_tokens(settings)
     per_token = kv_bytes_per_token_per_gpu(model, settings.kv_cache_dtype, tp, pp)
     if settings.speculative_method != "none":  # the proposer's weights and KV
@@ -313,7 +334,7 @@ def plan_memory(
         raise UserError(
             f"{model.name} weights need {weights / GIB:.1f} GiB per GPU at tp={tp}"
             f"{f' pp={pp}' if pp > 1 else ''}, more than {frac:.2f} x "
-            f"{hardware.hbm_gib:.1f} GiB of {hardware.name}; "
+            f"{total / GIB:.1f} GiB of {hardware.name}; "
             "raise parallel.tp, use a smaller dtype, or a larger GPU"
         )
     if check_fit and kv_bytes < 2 * per_token * block:
