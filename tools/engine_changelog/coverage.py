@@ -1,0 +1,94 @@
+"""docs/engines.md's coverage table: every published release of each engine in the changelog's
+range, the rule set it runs with (sim.engines.resolve.parse_engine_spec) and what its
+changelog says (changed something modelled / checked: no modelled change / unread)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.engines.published import PUBLISHED
+from sim.engines.resolve import parse_engine_spec
+from sim.engines.versions import release_key
+from sim.errors import UserError
+from tools.engine_changelog.changes import read_changelog
+from tools.engine_changelog.engines import SPECS
+
+MAX_NAMES = 6
+
+
+def in_range(engine: str) -> list[str]:
+    first = release_key(SPECS[engine].first)
+    return [r for r in PUBLISHED[engine] if release_key(r) >= first]
+
+
+def rule_set(engine: str, release: str) -> tuple[str, bool | None]:
+    """(the rule set `release` runs with, whether it is its own); ("refused", None) when the
+    catalogue refuses the release."""
+    try:
+        _, version, rules = parse_engine_spec(f"{engine}@{release}")
+    except UserError:
+        return "refused", None
+    return rules, rules == version
+
+
+def modelled_settings(entry: dict) -> list[str]:
+    return sorted({c["setting"] for c in entry["changes"] if c["modelled"]})
+
+
+def verdict(log: dict, release: str) -> str:
+    entry = (log.get("releases") or {}).get(release)
+    if entry is None:
+        return "unread: " + ((log.get("unread") or {}).get(release) or "not run").split(";")[0]
+    if entry["compared_with"] is None:
+        return "first release read (nothing to compare)"
+    if not entry["modelled_change"]:
+        return f"checked: no modelled change (vs {entry['compared_with']})"
+    names = modelled_settings(entry)
+    more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    shown = ", ".join(f"`{n}`" for n in names[:MAX_NAMES])
+    return f"changed something modelled (vs {entry['compared_with']}): {shown}{more}"
+
+
+def table(out_dir: Path) -> str:
+    """The markdown coverage table of the three engines, from the changelogs in `out_dir`."""
+    lines = []
+    for engine in SPECS:
+        log = read_changelog(out_dir / f"{engine}.yaml")
+        lines += [
+            f"**{engine}** (changelog: `sim/engines/changelogs/{engine}.yaml`)",
+            "",
+            "| release | rule set | changelog |",
+            "|---|---|---|",
+        ]
+        counts = {"read": 0, "modelled": 0, "no rules": 0}
+        for release in in_range(engine):
+            rules, own = rule_set(engine, release)
+            shown = {True: f"{rules} (own)", False: f"{rules}'s", None: "refused (no rules read)"}
+            lines.append(f"| {release} | {shown[own]} | {verdict(log, release)} |")
+            entry = (log.get("releases") or {}).get(release)
+            counts["read"] += entry is not None
+            counts["modelled"] += bool(entry and entry["modelled_change"])
+            counts["no rules"] += bool(entry and entry["modelled_change"] and not own)
+        lines += ["", _summary(engine, counts), ""]
+    return "\n".join(lines)
+
+
+def _summary(engine: str, counts: dict) -> str:
+    total = len(in_range(engine))
+    return (
+        f"{engine}: {total} published releases from {SPECS[engine].first}; {counts['read']} read, "
+        f"{total - counts['read']} unread; {counts['modelled']} changed something modelled, "
+        f"{counts['no rules']} of them without a rule set of their own."
+    )
+
+
+def without_rule_set(out_dir: Path) -> list[tuple[str, str, list[str]]]:
+    """(engine, release, modelled settings changed) of each release whose changelog names a
+    modelled change but which runs with an earlier release's rules (or is refused)."""
+    out = []
+    for engine in SPECS:
+        log = read_changelog(out_dir / f"{engine}.yaml")
+        for release, entry in (log.get("releases") or {}).items():
+            if entry["modelled_change"] and rule_set(engine, release)[1] is not True:
+                out.append((engine, release, modelled_settings(entry)))
+    return out
