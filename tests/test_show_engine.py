@@ -70,13 +70,13 @@ def test_show_engine_shows_the_settings_and_plan_before_a_refusal(tmp_path):
         cwd=tmp_path,
     )
     assert r.returncode == 2
-    assert "max_num_batched_tokens" in r.stdout and "KV cache: 3.83 GiB per GPU" in r.stdout
-    assert "the longest that fits is 25072 tokens" in r.stderr
+    assert "max_num_batched_tokens" in r.stdout and "KV cache: 3.34 GiB per GPU" in r.stdout
+    assert "the longest that fits is 21840 tokens" in r.stderr
     assert "engine_args.max_model_len" in r.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine_settings"]["max_model_len"]["value"] == 131072
-    assert summary["memory_plan"]["kv_capacity_tokens"] == 25072
-    assert "the longest that fits is 25072 tokens" in summary["refusal"]
+    assert summary["memory_plan"]["kv_capacity_tokens"] == 21840
+    assert "the longest that fits is 21840 tokens" in summary["refusal"]
     assert "would refuse to start" in (out / "settings.md").read_text()
 
 
