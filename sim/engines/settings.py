@@ -89,6 +89,10 @@ class EngineSettings:
     applicable: tuple[str, ...] = ()  # the knobs this engine has, in the order it shows them
     names: Mapping[str, str] = None  # knob -> the engine's own argument name, where different
     enable_mixed_chunk: bool = False  # SGLang: running decodes ride in each prefill step
+    fp8_gemm_backend: str = ""  # the kernel of block-FP8 linear layers: deepgemm | cutlass |
+    # triton (SGLang, sim/engines/sglang_fp8.py); "": not modelled for this engine
+    jit_first_use: bool = False  # JIT GEMM kernels compile at a step's first use of each
+    # configuration, inside serving (sim/cost/first_use.py); False: ahead of time or at start-up
 
     def display_name(self, knob: str) -> str:
         return (self.names or {}).get(knob, knob)
@@ -177,6 +181,8 @@ CATEGORY: dict[str, Category] = {
     "kv_offload_disk_bytes_per_s": Category.MEMORY,
     "kv_transfer_layerwise": Category.SCHEDULING,
     "enable_mixed_chunk": Category.SCHEDULING,
+    "fp8_gemm_backend": Category.KERNELS,
+    "jit_first_use": Category.KERNELS,
 }
 
 SETTING_NAMES: tuple[str, ...] = tuple(CATEGORY)

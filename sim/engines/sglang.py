@@ -15,6 +15,9 @@ opt-in in 0.3.4-0.3.5 (enable_overlap_schedule); no GPU-memory tiers (chunk 8192
 5120. 0.3.0-0.3.3 also run up to 10 decode steps between admissions (num_continue_decode_steps),
 but stop after one when a running request streams, as every simulated request does.
 
+0.4.3, 0.4.3.post3, 0.4.4.post2, 0.4.5.post1 (wheels; their .postN read beside them): the
+block-FP8 GEMM kernel, its JIT and schedule_policy's default, sim/engines/sglang_fp8.py.
+
 0.4.7, 0.4.8, 0.5.3 and 0.5.6 (wheels; 0.5.1.post1, 0.5.2, 0.5.6.post2, 0.5.8.post1 and 0.5.9 read
 beside them, the same rules) differ from their neighbours in the GPU-memory defaults
 (sim/engines/sglang_memory.py) and in retraction (managers/schedule_batch.py retract_decode):
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.engines import sglang_03, sglang_memory
+from sim.engines import sglang_03, sglang_fp8, sglang_memory
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
@@ -47,6 +50,10 @@ RELEASES = (
     "0.3.4",
     "0.3.5",
     "0.3.6",
+    "0.4.3",
+    "0.4.3.post3",
+    "0.4.4.post2",
+    "0.4.5.post1",
     "0.4.6",
     "0.4.7",
     "0.4.8",
@@ -88,6 +95,8 @@ APPLICABLE = (
     "cudagraph_mode",
     "cudagraph_capture_sizes",
     "compile",
+    "fp8_gemm_backend",
+    "jit_first_use",
     "scheduler",
     "policy",
     "preemption_mode",
@@ -179,8 +188,7 @@ def defaults(
     put("enable_chunked_prefill", True, f"{at}: chunked prefill by chunked_prefill_size")
     put("enable_prefix_caching", True, f"{at}: radix cache on")
     put("long_prefill_token_threshold", 0, "not an SGLang setting")
-    policy = "lpm" if v < (0, 4, 0) else "fcfs"
-    put("policy", policy, f"{at}: schedule_policy {policy}")
+    put("policy", *sglang_fp8.policy(release))
     put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
     put("scheduler_reserve_full_isl", False, "not an SGLang setting")
     put("async_scheduling", *_overlap(v, at))
@@ -224,6 +232,9 @@ def defaults(
     put("num_gpu_blocks_override", 0, "not an SGLang setting")
     put("cudagraph_mode", "FULL_DECODE_ONLY", f"{at}: decode batches run as CUDA graphs")
     put("compile", False, sglang_03.compile_rule(release, False))
+    backend, jit, backend_rule, jit_rule = sglang_fp8.fp8_gemm(release, hw)
+    put("fp8_gemm_backend", backend, backend_rule)
+    put("jit_first_use", jit, jit_rule)
     return values, rules, APPLICABLE, names
 
 

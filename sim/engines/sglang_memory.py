@@ -5,8 +5,9 @@ reports: H100-SXM 81559, H200 143771), the TP size and the two others.
 Read from each release's srt/server_args.py and model_executor/cuda_graph_runner.py
 (`pip download sglang==X --no-deps`):
 - 0.3.0-0.3.5: chunk 8192 and graphs up to 160 on every GPU; mem_fraction_static by TP.
-- 0.3.6, 0.4.6: below 25,000 MiB chunk 2048 and small graphs; mem_fraction_static by TP up to
-  81,920 MiB, (memory - 13 GiB) / memory above (0.4.6).
+- 0.3.6, 0.4.3 .. 0.4.6: below 25,000 MiB chunk 2048 and small graphs; mem_fraction_static by
+  TP (0.4.3-0.4.5: on every GPU, graphs to 160 above 25,000 MiB); 0.4.6: up to 81,920 MiB,
+  (memory - 13 GiB) / memory and graphs to 256 above.
 - 0.4.7 (wheel): the same table by TP x PP up to 81,920 MiB; above it 0.88, 0.79 above 180,000
   MiB, and above 96 GiB min(0.88 + 48 GiB x 0.12 / memory, (memory - 18 GiB) / memory); chunk
   16384 above 180,000 MiB; graphs to 256 above 96 GiB, 512 above 180,000 MiB.
@@ -35,7 +36,7 @@ GIB = 1024  # MiB
 MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
     "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
     "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
-    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
+    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),  # also 0.4.3 .. 0.4.5
 }
 FIXED_RESERVE = (  # 0.4.8-0.5.2: (below GiB, reserve GiB at parallel size 0, GiB per GPU)
     (35, 2.8, 0.1),
@@ -59,7 +60,7 @@ def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
             chunk = 16384 if mem_mib > 180000 else 8192
             bs = 512 if mem_mib > 180000 else 256 if mem_mib > 96 * GIB else CAPTURE_MAX
             return chunk, bs, f"GPU memory {mem_mib:.0f} MiB (tiers at 96 GiB and 180,000 MiB)"
-        bs = 256 if v >= (0, 4, 0) and mem_mib > 81920 else 160
+        bs = 256 if v >= (0, 4, 6) and mem_mib > 81920 else 160
         return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
     if v < (0, 5, 3):
         if gib < 35:
@@ -93,7 +94,7 @@ def mem_fraction(
     if (0, 4, 7) <= v < (0, 4, 8) and mem_mib > 81920:
         return _mem_fraction_047(mem_mib, tp)
     if v < (0, 4, 8):
-        if v >= (0, 4, 0) and mem_mib > 81920:
+        if v >= (0, 4, 6) and mem_mib > 81920:
             return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
         line = "0.3.0" if v < (0, 3, 6) else "0.3.6" if v < (0, 4, 0) else "0.4.6"
         table = MEM_FRACTION_BY_TP[line]

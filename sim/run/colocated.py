@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config import SimConfig
+from sim.cost.first_use import first_use_record
 from sim.errors import UserError
 from sim.run.audit import PhysicsAudit, audit_record, longest_request
 from sim.run.delivery import in_process_view
@@ -155,6 +156,9 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
         "fast_forwarded_steps": sum(e.num_fast_forwarded_steps for e in engines),
         "steps_streamed": log.sink is not None,
         "kv_offload": offload_record(engines),
+        "first_use": first_use_record(
+            [e.first_use for e in engines], _window_start(requests, workload.warmup)
+        ),
         **elapsed(started),
     }
     summary |= bench_header(cfg, setup, workload)
@@ -171,3 +175,9 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
                           strict=True))  # fmt: skip
         phases = phase_log.frame(finish)
     return RunResult(setup, workload, requests, steps, summary, itl, phases, streamed)
+
+
+def _window_start(requests: pd.DataFrame, warmup: int) -> float:
+    """The measured window's start: its first measured request's arrival (warm-up left out)."""
+    measured = requests[requests["request_id"] >= warmup]
+    return float(measured["arrival_s"].min()) if len(measured) else float("inf")

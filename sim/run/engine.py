@@ -10,6 +10,9 @@ applies it when it leaves the last stage, and up to pp micro-batches are in flig
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from sim.cost.first_use import FirstUse
 from sim.cost.step import CostModel, StepCost
 from sim.engines.settings import EngineSettings
 from sim.engines.speculative import drafts_per_step
@@ -77,10 +80,17 @@ class Engine:
         self.pp = pp
         self.max_model_len = settings.max_model_len
         self.phases = phases
+        # kernels compiled while serving, charged to the step that first needs each
+        # (sim/cost/first_use.py); None where the release compiles nothing while serving
+        self.first_use = FirstUse.of(settings, cost.pricer.hardware, cost.terms, cost.dense_dtype)
         # fast-forward replays one token a step: not with speculative decoding, nor when each
-        # step is handed to the phase log
+        # step is handed to the phase log, nor when a step may compile a kernel
         self.fast_forward = (
-            fast_forward and pp == 1 and not drafts_per_step(settings) and phases is None
+            fast_forward
+            and pp == 1
+            and not drafts_per_step(settings)
+            and phases is None
+            and self.first_use is None
         )
         self.num_fast_forwarded_steps = 0  # steps simulated inside fast-forwarded runs
         # whether a run may go on past a finish, and follow a step in the same call: its
@@ -120,7 +130,13 @@ class Engine:
     def start_step(self, now: float) -> tuple[StepPlan, StepCost]:
         """Plan and price the next step (or micro-batch) starting at `now`."""
         plan = self.scheduler.schedule(now)
-        return plan, self.cost.step_cost(plan)
+        cost = self.cost.step_cost(plan)
+        if self.first_use is not None:  # host time on the step's critical path
+            tokens = plan.num_prefill_tokens + plan.num_decode_tokens
+            seconds = self.first_use.charge(tokens, plan.num_prefill_tokens == 0, now)
+            if seconds:
+                cost = replace(cost, cpu_serial_s=cost.cpu_serial_s + seconds)
+        return plan, cost
 
     def finish_step(self, plan: StepPlan, cost: StepCost, start_s: float, end_s: float):
         """Apply a step's outcome as of `end_s`; return the requests it finished."""

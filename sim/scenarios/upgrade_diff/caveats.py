@@ -28,7 +28,8 @@ def overload_words(before: Side, after: Side, names: tuple[str, str]) -> str:
 
 UNMODELLED = (
     "what changed between these releases and is not modelled (fixes, kernel builds without a "
-    "measured table, scheduler changes no rule records) is not in this answer."
+    "measured table, kernels compiled at first use that no rule records, scheduler changes no "
+    "rule records) is not in this answer."
 )
 
 

@@ -47,6 +47,8 @@ class Figures:
     num_kv_blocks: float
     attention_kernel: str
     kernel_family: str
+    first_use_compiles: float = 0.0  # kernels compiled at first use in the measured window
+    first_use_s: float = 0.0  # ... and the seconds they took (sim/cost/first_use.py)
 
     @classmethod
     def of(cls, outcome: dict) -> Figures:
@@ -87,6 +89,8 @@ def outcome(result) -> dict:
             sim["priced_with"].get("attention_decode") or sim["priced_with"].get("mla", "")
         ),
         "kernel_family": str(sim.get("kernel_family") or "prior"),
+        "first_use_compiles": int((sim.get("first_use") or {}).get("compiles_in_window", 0)),
+        "first_use_s": float((sim.get("first_use") or {}).get("paid_in_window", 0.0)),
     }
     out[OVERLOAD] = sim.get("overload")
     out[AUDIT] = s.get("audit")

@@ -48,6 +48,23 @@ SGLANG_BACKENDS = {  # the simulator's backend names -> SGLang's --attention-bac
 }
 
 
+def _sglang_gemm(name: str, old) -> tuple[str | None, str]:
+    """SGLang's block-FP8 GEMM kernel and its JIT (sim/engines/sglang_fp8.py): environment
+    variables of the release, not flags."""
+    if name == "jit_first_use":
+        if old:
+            return None, "DeepGEMM's JIT is the release's; SGL_ENABLE_JIT_DEEPGEMM=1 turns it on"
+        return "SGL_ENABLE_JIT_DEEPGEMM=0", (
+            "environment: DeepGEMM off (Triton's block kernel, nothing compiled while serving); "
+            "or keep it and send warm-up requests of the benchmark's lengths first"
+        )
+    if old == "cutlass":
+        return "SUPPORT_CUTLASS_BLOCK_FP8=1", "environment: sgl-kernel's CUTLASS block kernel"
+    if old == "triton":
+        return "SGL_ENABLE_JIT_DEEPGEMM=0", "environment: Triton's block kernel"
+    return "SGL_ENABLE_JIT_DEEPGEMM=1", "environment: DeepGEMM"
+
+
 def restore_flag(after: EngineSettings, change: Change) -> tuple[str | None, str]:
     """(the flag or environment variable that sets the before value on the after version, or
     None; why not / what it does)."""
@@ -59,6 +76,8 @@ def restore_flag(after: EngineSettings, change: Change) -> tuple[str | None, str
     shown = (not old) if own in INVERTED else old
     if engine == "vllm" and (special := _vllm_flag(after, name, old)) is not None:
         return special
+    if engine == "sglang" and name in ("fp8_gemm_backend", "jit_first_use"):
+        return _sglang_gemm(name, old)
     if engine == "sglang" and name == "attention_backend":
         flag = SGLANG_BACKENDS.get(str(old), str(old).lower())
         return f"--attention-backend {flag}", ""

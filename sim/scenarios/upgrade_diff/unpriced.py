@@ -12,6 +12,11 @@ from sim.scenarios.upgrade_diff.outcomes import Figures
 
 NEAREST = " (nearest to "  # how KernelPricer.used names a table that stands in for another
 KERNEL_SETTINGS = ("attention_backend",)  # settings that choose the attention table
+GEMM_SETTINGS = ("fp8_gemm_backend",)  # settings whose kernels one GEMM price stands for
+GEMM_WHY = (
+    "a block-FP8 GEMM is priced the same whichever kernel runs it (no measured table of SGLang's "
+    "CUTLASS, Triton or DeepGEMM block kernel tells them apart; sim/cost/fp8.py)"
+)
 
 
 def table(kernel: str) -> str:
@@ -33,10 +38,13 @@ class Unpriced:
     after: object
     priced_with: str  # the one table (or "prior") that priced both
     missing: tuple[str, ...]  # the tables asked for that this GPU's profile does not have
+    reason: str = ""  # why, where it is not a missing table
 
     @property
     def words(self) -> str:
-        if self.missing:
+        if self.reason:
+            why = self.reason
+        elif self.missing:
             why = (
                 f"this GPU's profile has no measured table for {' or '.join(self.missing)}, so "
                 f"{self.priced_with} prices both sides"
@@ -64,7 +72,10 @@ class Unpriced:
 
 def unpriced(setting: str, field: str, before, after, a: Figures, b: Figures) -> Unpriced | None:
     """The change of `field` (before -> after) as unpriced, when the run with it (b) prices
-    attention with the very table the run without it (a) does; else None."""
+    attention with the very table the run without it (a) does, or it chooses a GEMM kernel
+    the cost model prices alike (GEMM_SETTINGS); else None."""
+    if field in GEMM_SETTINGS:
+        return Unpriced(setting, before, after, a.kernel_family, (), GEMM_WHY)
     if field not in KERNEL_SETTINGS or a.kernel_family != b.kernel_family:
         return None
     k0, k1 = a.attention_kernel, b.attention_kernel

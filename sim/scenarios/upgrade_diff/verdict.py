@@ -47,6 +47,17 @@ def mechanism(a: Figures, b: Figures) -> list[str]:
     def rel(x, y):
         return (y - x) / x if x else (1.0 if y else 0.0)
 
+    c0, c1, s0, s1 = a.first_use_compiles, b.first_use_compiles, a.first_use_s, b.first_use_s
+    if abs(s1 - s0) >= 0.001:  # host time compiling kernels at first use (first_use.py)
+        found.append(
+            (
+                1e9,  # the step's own host time: it leads whatever else moved
+                f"{'more' if s1 > s0 else 'less'} time compiling GPU kernels at their first use "
+                f"in the measured window ({c0:,.0f} -> {c1:,.0f} kernels, {s0:,.1f} s -> "
+                f"{s1:,.1f} s)",
+            )
+        )
+
     p0, p1 = a.preemptions, b.preemptions
     if abs(p1 - p0) >= max(5, 0.25 * max(p0, p1)):
         word = "more" if p1 > p0 else "fewer"
@@ -159,8 +170,9 @@ def verdict(
         return f"{warn}No setting differs {sides.words}: {same} {more}".rstrip()
     cannot = [f"{u.words}." for u in unpriced]
     why = " ".join([*cannot, *([rules] if rules else []), headline_words(r)])
-    if abs(total) < 0.05:
-        return f"{warn}{title} is unchanged {sides.words} ({fmt(m, b)}). {why}"
+    if abs(total) < 0.05:  # settings differ, the runs do not: say which, and why not
+        said = " ".join(x for x in (_inert(rows, unpriced), why) if x)
+        return f"{warn}{title} is unchanged {sides.words} ({fmt(m, b)}). {said}"
     word = "rose" if total > 0 else "fell"
     lead = f"{title} {word} {abs(total):.1f}% ({fmt(m, b)} -> {fmt(m, a)}) {sides.words}"
     lead = warn + lead
@@ -182,6 +194,19 @@ def verdict(
     if how:
         text += f"; {where} shows {' and '.join(how[:2])}"
     return f"{text}. {why}"
+
+
+def _inert(rows: Sequence[AttributionRow], unpriced: Sequence[Unpriced]) -> str:
+    """The changes that left every figure of this workload as it was (besides those the verdict
+    already calls unpriced), by name: they differ between the sides and move nothing here (what
+    an unchanged verdict says of the settings that differ)."""
+    said = {u.setting for u in unpriced}
+    idle = [row for row in rows if row.inert and row.setting not in said]
+    if not idle:
+        return ""
+    names = _join([f"{row.setting} ({_short(row.before)} -> {_short(row.after)})" for row in idle])
+    verb = "changes" if len(idle) == 1 else "change"
+    return f"{names} {verb} nothing on this workload (the same runs with or without it)."
 
 
 def _named(row: AttributionRow, m: str) -> str:
