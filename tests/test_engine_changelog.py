@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.engine_changelog import changes
-from tools.engine_changelog.__main__ import main
+from sim.engines.published import PUBLISHED
+from sim.engines.versions import release_key
+from tools.engine_changelog import changes, coverage
+from tools.engine_changelog.__main__ import OUT, main
 from tools.engine_changelog.engines import SPECS, modelled_names
 from tools.engine_changelog.extract import file_facts
 from tools.engine_changelog.release import archive_facts, release_facts
@@ -195,3 +197,44 @@ def test_errors_are_one_line(tmp_path, capsys, argv, says):
     assert main([*argv, "--out", str(tmp_path), "--cache", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and err.startswith("error: ")
+
+
+KINDS = {"default", "derived", "kernel", "scheduling", "memory", "added", "removed"}
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_committed_changelog_covers_every_published_release(engine):
+    log = changes.read_changelog(OUT / f"{engine}.yaml")
+    assert log["engine"] == engine
+    releases, unread = log["releases"] or {}, log["unread"] or {}
+    wanted = [r for r in PUBLISHED[engine] if release_key(r) >= release_key(SPECS[engine].first)]
+    assert set(releases) | set(unread) == set(wanted)
+    assert not set(releases) & set(unread)
+    assert all(why.strip() for why in unread.values())
+    read = sorted(releases, key=release_key)
+    modelled = modelled_names(engine)
+    for previous, release in zip([None, *read], read, strict=False):
+        entry = releases[release]
+        assert entry["compared_with"] == previous
+        assert entry["read_from"]
+        assert entry["modelled_change"] == (
+            None if previous is None else any(c["modelled"] for c in entry["changes"])
+        )
+        for change in entry["changes"]:
+            assert change["kind"] in KINDS
+            assert change["modelled"] == (change["setting"] in modelled), (
+                f"{engine} {release} {change['setting']}: the simulator's names changed since "
+                "the changelog was marked: python -m tools.engine_changelog --remark"
+            )
+            files = entry["read_from"] + releases[previous]["read_from"]  # removed: the old
+            assert change["file"] in files
+            assert change["setting"] and change["source"]
+            assert repr(change["before"]) != repr(change["after"])  # False -> 0 is a change
+
+
+def test_coverage_table_lists_every_release_in_range():
+    text = coverage.table(OUT)
+    for engine in SPECS:
+        for release in coverage.in_range(engine):
+            assert f"| {release} |" in text
+    assert "checked: no modelled change" in text

@@ -1,5 +1,5 @@
 """python -m tools.engine_changelog --engine ENGINE [--releases R ...] [--out DIR] [--cache DIR]
-[--wheels DIR] [--all] | --coverage | --missing
+[--wheels DIR] [--all] | --coverage | --missing [--all] | --remark [--engine ENGINE]
 
 Reads each published release (sim/engines/published.py's PUBLISHED, from the engine's first
 release in range) and writes DIR/ENGINE.yaml; with --releases, only those (each diffed with the
@@ -38,12 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="print unmodelled changes too")
     parser.add_argument("--coverage", action="store_true", help="print the coverage table")
     parser.add_argument(
+        "--remark", action="store_true", help="redo the modelled marks from sim/ (no download)"
+    )
+    parser.add_argument(
         "--missing", action="store_true", help="releases with modelled changes and no rule set"
     )
     args = parser.parse_args(argv)
     try:
         if args.coverage:
             print(coverage.table(args.out))
+        elif args.remark:
+            for engine in [args.engine] if args.engine else sorted(SPECS):
+                remark(args.out / f"{engine}.yaml", engine)
         elif args.missing:
             for engine, release, names in coverage.without_rule_set(args.out):
                 print(f"{engine} {release}: {', '.join(names)}")
@@ -100,6 +106,22 @@ def run(args) -> None:
     text = COMMENT.format(engine=spec.engine, package=spec.package)
     changes.write_changelog(path, header, releases, unread, text)
     print(f"wrote {path} ({len(releases)} releases read, {len(unread)} unread)")
+
+
+def remark(path: Path, engine: str) -> None:
+    """The changelog's modelled marks and kinds from the simulator's names now."""
+    log = changes.read_changelog(path)
+    if not log:
+        raise UserError(f"no changelog at {path}: run --engine {engine} first")
+    modelled, names = modelled_names(engine), _names(engine)
+    for entry in (log["releases"] or {}).values():
+        changes.mark(entry["changes"], modelled, names)
+        if entry["compared_with"] is not None:
+            entry["modelled_change"] = any(c["modelled"] for c in entry["changes"])
+    header = {k: log[k] for k in ("engine", "package", "first")}
+    text = COMMENT.format(engine=engine, package=log["package"])
+    changes.write_changelog(path, header, log["releases"] or {}, log["unread"] or {}, text)
+    print(f"remarked {path}")
 
 
 def _names(engine: str) -> dict:

@@ -65,11 +65,19 @@ def diff(before: dict, after: dict, modelled: frozenset[str], names: dict) -> li
                 out.append(_change(setting, where, old.get(where), new.get(where), fact["file"]))
                 out[-1]["kind"] = "derived"
     for change in out:
-        change["modelled"] = change["setting"] in modelled
-        if change["kind"] == "default" and change["modelled"]:
-            change["kind"] = _kind(change["setting"], names)
         change["source"] = source
-    return out
+    return mark(out, modelled, names)
+
+
+def mark(found: list[dict], modelled: frozenset[str], names: dict) -> list[dict]:
+    """Each change's `modelled` and, for a changed default, its kind, from the simulator's
+    names now: a changelog is remarked without its packages (`--remark`)."""
+    for change in found:
+        change["modelled"] = change["setting"] in modelled
+        if change["kind"] in KIND_OF_CATEGORY.values() and change["where"] != "environment":
+            modelled_default = change["modelled"] and change["kind"] != "derived"
+            change["kind"] = _kind(change["setting"], names) if modelled_default else "default"
+    return found
 
 
 def _pair(old: dict | None, new: dict | None, setting: str, where: str) -> list[dict]:
