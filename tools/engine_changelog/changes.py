@@ -7,7 +7,8 @@ added / removed (an argument or flag that appears or goes), default (a changed d
 simulator does not model), kernel / scheduling / memory / default (a modelled one, by the
 category of the EngineSettings field it sets), kernel for a changed environment flag that
 selects kernels, derived (a changed derivation rule). modelled: the setting is one the
-simulator's rules set (engines.modelled_names). before / after: the value, "(absent)" on the
+simulator's rules set (engines.modelled_names), except a derived rule taken only on a platform
+the simulator has no GPU for (off_platform). before / after: the value, "(absent)" on the
 side where the argument, flag or rule does not exist.
 """
 
@@ -32,6 +33,8 @@ ENV_KINDS = (
 
 
 ABSENT = "(absent)"  # the side of an added or removed argument, flag or rule that has none
+
+OFF_PLATFORM = re.compile(r"\b(?:is_)?(?:cpu|tpu|xpu|npu|hpu|neuron|openvino|mps|musa)\b")
 
 
 def value(text_: str | None):
@@ -73,11 +76,21 @@ def mark(found: list[dict], modelled: frozenset[str], names: dict) -> list[dict]
     """Each change's `modelled` and, for a changed default, its kind, from the simulator's
     names now: a changelog is remarked without its packages (`--remark`)."""
     for change in found:
-        change["modelled"] = change["setting"] in modelled
+        change["modelled"] = change["setting"] in modelled and not off_platform(change)
         if change["kind"] in KIND_OF_CATEGORY.values() and change["where"] != "environment":
             modelled_default = change["modelled"] and change["kind"] != "derived"
             change["kind"] = _kind(change["setting"], names) if modelled_default else "default"
     return found
+
+
+def off_platform(change: dict) -> bool:
+    """A derived rule taken only on a platform the simulator has no GPU for: one of its
+    conditions (not negated) tests for a CPU, TPU, XPU, NPU, HPU, Neuron, OpenVINO, MPS or
+    MUSA device (the catalogue holds NVIDIA and AMD GPUs)."""
+    if change["kind"] != "derived":
+        return False
+    tests = change["where"].split(" | ")[1:]
+    return any(OFF_PLATFORM.search(t) for t in tests if not t.startswith("not ("))
 
 
 def _pair(old: dict | None, new: dict | None, setting: str, where: str) -> list[dict]:

@@ -90,5 +90,10 @@ def without_rule_set(out_dir: Path) -> list[tuple[str, str, list[str]]]:
         log = read_changelog(out_dir / f"{engine}.yaml")
         for release, entry in (log.get("releases") or {}).items():
             if entry["modelled_change"] and rule_set(engine, release)[1] is not True:
-                out.append((engine, release, modelled_settings(entry)))
+                kinds = {}
+                for c in entry["changes"]:
+                    if c["modelled"]:
+                        kinds.setdefault(c["setting"], set()).add(c["kind"])
+                named = [f"{n} ({', '.join(sorted(k))})" for n, k in sorted(kinds.items())]
+                out.append((engine, release, named))
     return out
