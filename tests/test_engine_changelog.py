@@ -190,6 +190,19 @@ def test_cli_reruns_one_release_and_prints_what_changed(tmp_path, capsys):
     assert log["releases"]["0.4.5"]["modelled_change"] is True
 
 
+def test_between_diffs_two_releases_across_the_ones_between(tmp_path, capsys):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "0.4.3", _source())
+    _wheel(wheels, "0.4.5", _source(small_chunk=1024, jit="true"))
+    args = ["--engine", "sglang", "--between", "0.4.3", "0.4.5", "--out", str(tmp_path / "o")]
+    assert main([*args, "--cache", str(tmp_path / "c"), "--wheels", str(wheels)]) == 0
+    printed = capsys.readouterr().out
+    assert "sglang 0.4.5 (vs 0.4.3): 2 changes" in printed
+    assert "SGL_ENABLE_JIT_DEEPGEMM [environment]: 'false' -> 'true'" in printed
+    assert not (tmp_path / "o").exists()  # --between writes nothing
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

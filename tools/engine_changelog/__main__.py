@@ -1,9 +1,12 @@
 """python -m tools.engine_changelog --engine ENGINE [--releases R ...] [--out DIR] [--cache DIR]
-[--wheels DIR] [--all] | --coverage | --missing [--all] | --remark [--engine ENGINE]
+    [--wheels DIR] [--all]
+python -m tools.engine_changelog --engine ENGINE --between BEFORE AFTER [--all]
+python -m tools.engine_changelog --coverage | --missing [--all] | --remark [--engine ENGINE]
 
 Reads each published release (sim/engines/published.py's PUBLISHED, from the engine's first
 release in range) and writes DIR/ENGINE.yaml; with --releases, only those (each diffed with the
 published release before it), merged into the existing changelog, printing what changed.
+--between diffs two releases directly (however many lie between) and writes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.engine_changelog", description=__doc__)
     parser.add_argument("--engine", choices=sorted(SPECS))
     parser.add_argument("--releases", nargs="+", help="only these releases (default: all)")
+    parser.add_argument(
+        "--between", nargs=2, metavar=("BEFORE", "AFTER"), help="diff two releases, write nothing"
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="changelog folder")
     parser.add_argument("--cache", type=Path, default=default_cache(), help="parsed facts")
     parser.add_argument("--wheels", type=Path, help="read packages from here, not pip")
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                     for c in entry[release]["changes"]:
                         if c["modelled"]:
                             _line(c)
+        elif args.engine and args.between:
+            between(args)
         elif args.engine:
             run(args)
         else:
@@ -72,12 +80,7 @@ def run(args) -> None:
     spec = SPECS[args.engine]
     published = coverage.in_range(spec.engine)
     for release in args.releases or ():
-        if release not in published:
-            raise UserError(
-                f"{spec.engine} {release} is not a published release from {spec.first} on "
-                f"(sim/engines/published.py's PUBLISHED; add a new release there first): "
-                f"known {published[0]} .. {published[-1]}"
-            )
+        _check_published(spec, release, published)
     path = args.out / f"{spec.engine}.yaml"
     log = changes.read_changelog(path) if args.releases else {}
     releases, unread = dict(log.get("releases") or {}), dict(log.get("unread") or {})
@@ -106,6 +109,26 @@ def run(args) -> None:
     text = COMMENT.format(engine=spec.engine, package=spec.package)
     changes.write_changelog(path, header, releases, unread, text)
     print(f"wrote {path} ({len(releases)} releases read, {len(unread)} unread)")
+
+
+def between(args) -> None:
+    """What changed from one release to another, however many releases lie between."""
+    spec = SPECS[args.engine]
+    published = coverage.in_range(spec.engine)
+    for release in args.between:
+        _check_published(spec, release, published)
+    before, after = (release_facts(spec, r, args.cache, args.wheels) for r in args.between)
+    found = changes.diff(before, after, modelled_names(spec.engine), _names(spec.engine))
+    _print(spec.engine, args.between[1], before, found, args.all)
+
+
+def _check_published(spec, release: str, published: list[str]) -> None:
+    if release not in published:
+        raise UserError(
+            f"{spec.engine} {release} is not a published release from {spec.first} on "
+            f"(sim/engines/published.py's PUBLISHED; add a new release there first): "
+            f"known {published[0]} .. {published[-1]}"
+        )
 
 
 def remark(path: Path, engine: str) -> None:
