@@ -14,8 +14,9 @@ NEAREST = " (nearest to "  # how KernelPricer.used names a table that stands in 
 KERNEL_SETTINGS = ("attention_backend",)  # settings that choose the attention table
 GEMM_SETTINGS = ("fp8_gemm_backend",)  # settings whose kernels one GEMM price stands for
 GEMM_WHY = (
-    "a block-FP8 GEMM is priced the same whichever kernel runs it (no measured table of SGLang's "
-    "CUTLASS, Triton or DeepGEMM block kernel tells them apart; sim/cost/fp8.py)"
+    "the cost model prices a block-FP8 GEMM (where the model has any) the same whichever kernel "
+    "runs it: no measured table of SGLang's CUTLASS, Triton or DeepGEMM block kernel tells them "
+    "apart (sim/cost/fp8.py)"
 )
 
 
