@@ -263,3 +263,14 @@ def test_coverage_table_lists_every_release_in_range():
         for release in coverage.in_range(engine):
             assert f"| {release} |" in text
     assert "checked: no modelled change" in text
+
+
+def test_every_pr_names_a_change_of_its_release():
+    prs = changes.read_changelog(OUT / "prs.yaml")
+    assert prs, "sim/engines/changelogs/prs.yaml"
+    for engine, by_release in prs.items():
+        releases = changes.read_changelog(OUT / f"{engine}.yaml")["releases"]
+        for release, by_setting in by_release.items():
+            for setting, pr in by_setting.items():
+                found = [c for c in releases[release]["changes"] if c["setting"] == setting]
+                assert found and all(c.get("pr") == pr for c in found), (engine, release, setting)

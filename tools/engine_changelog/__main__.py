@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.coverage:
             print(coverage.table(args.out))
-        elif args.remark:
+        elif args.remark:  # the marks and PRs, from sim/ and prs.yaml
             for engine in [args.engine] if args.engine else sorted(SPECS):
                 remark(args.out / f"{engine}.yaml", engine)
         elif args.missing:
@@ -85,6 +85,7 @@ def run(args) -> None:
     log = changes.read_changelog(path) if args.releases else {}
     releases, unread = dict(log.get("releases") or {}), dict(log.get("unread") or {})
     modelled, names = modelled_names(spec.engine), _names(spec.engine)
+    prs = _prs(args.out, spec.engine)
     previous = None  # the facts of the last release read, in a full run
     for release in sorted(args.releases or published, key=release_key):
         try:
@@ -101,6 +102,7 @@ def run(args) -> None:
             before = published[index - 1] if index else None
             previous = before and release_facts(spec, before, args.cache, args.wheels)
         found = previous and changes.diff(previous, facts, modelled, names)
+        changes.attach_prs(found or [], prs.get(release) or {})
         releases[release] = changes.release_entry(facts, found, previous and previous["release"])
         unread.pop(release, None)
         _print(spec.engine, release, previous, found or [], args.all)
@@ -136,15 +138,22 @@ def remark(path: Path, engine: str) -> None:
     log = changes.read_changelog(path)
     if not log:
         raise UserError(f"no changelog at {path}: run --engine {engine} first")
-    modelled, names = modelled_names(engine), _names(engine)
-    for entry in (log["releases"] or {}).values():
+    modelled, names, prs = modelled_names(engine), _names(engine), _prs(path.parent, engine)
+    for release, entry in (log["releases"] or {}).items():
         changes.mark(entry["changes"], modelled, names)
+        changes.attach_prs(entry["changes"], prs.get(release) or {})
         if entry["compared_with"] is not None:
             entry["modelled_change"] = any(c["modelled"] for c in entry["changes"])
     header = {k: log[k] for k in ("engine", "package", "first")}
     text = COMMENT.format(engine=engine, package=log["package"])
     changes.write_changelog(path, header, log["releases"] or {}, log["unread"] or {}, text)
     print(f"remarked {path}")
+
+
+def _prs(folder: Path, engine: str) -> dict:
+    """release -> {setting: PR} from prs.yaml beside the changelogs (OUT's when not there)."""
+    path = folder / "prs.yaml" if (folder / "prs.yaml").exists() else OUT / "prs.yaml"
+    return (changes.read_changelog(path) or {}).get(engine) or {}
 
 
 def _names(engine: str) -> dict:

@@ -125,6 +125,13 @@ def _env_kind(name: str) -> str:
     return next((kind for kind, pattern in ENV_KINDS if re.search(pattern, name)), "default")
 
 
+def attach_prs(found: list[dict], prs: dict) -> None:
+    """Each change's `pr` from prs.yaml's {setting: PR} of its release, where one is known."""
+    for change in found:
+        if change["setting"] in prs:
+            change["pr"] = prs[change["setting"]]
+
+
 def release_entry(facts: dict, changes: list[dict] | None, previous: str | None) -> dict:
     entry = {"read_from": facts["read_from"], "compared_with": previous}
     entry["modelled_change"] = None if changes is None else any(c["modelled"] for c in changes)
@@ -132,8 +139,13 @@ def release_entry(facts: dict, changes: list[dict] | None, previous: str | None)
     return entry
 
 
+FIELDS = ("setting", "where", "before", "after", "kind", "file", "modelled", "source", "pr")
+
+
 def write_changelog(path, header: dict, releases: dict, unread: dict, comment: str) -> None:
     ordered = {r: releases[r] for r in sorted(releases, key=release_key)}
+    for entry in ordered.values():  # each change's fields in one order, however it was made
+        entry["changes"] = [{k: c[k] for k in FIELDS if k in c} for c in entry["changes"]]
     missing = {r: unread[r] for r in sorted(unread, key=release_key)}
     body = {**header, "releases": ordered, "unread": missing}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,10 @@ conditions under which a selector function returns a kernel (attention backend).
 
 Which files: vLLM's engine/arg_utils.py (EngineArgs), config.py or config/*.py (SchedulerConfig,
 CacheConfig, ParallelConfig, CompilationConfig, ModelConfig, VllmConfig), envs.py, the attention
-selector (attention/selector.py, platforms/cuda.py); SGLang's srt/server_args.py (0.5.23:
-srt/arg_groups/), global_config.py, srt/environ.py and srt/layers/quantization/ (DeepGEMM
-switches); TensorRT-LLM's llmapi/llm_args.py. Read from the wheels on PyPI
-(https://pypi.org/project/vllm/, /sglang/, /tensorrt-llm/).
+selector (attention/selector.py, from 0.18 v1/attention/selector.py, platforms/cuda.py);
+SGLang's srt/server_args.py (0.5.23: srt/arg_groups/), global_config.py, srt/environ.py and
+srt/layers/quantization/ (DeepGEMM switches); TensorRT-LLM's llmapi/llm_args.py. Read from the
+wheels on PyPI (https://pypi.org/project/vllm/, /sglang/, /tensorrt-llm/).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ SPECS = {
             "vllm/config/*.py",
             "vllm/envs.py",
             "vllm/attention/selector.py",
+            "vllm/v1/attention/selector.py",
             "vllm/platforms/cuda.py",
         ),
         classes=frozenset(
@@ -66,6 +67,7 @@ SPECS = {
             "vllm/config.py",
             "vllm/config/*.py",
             "vllm/attention/selector.py",
+            "vllm/v1/attention/selector.py",
             "vllm/platforms/cuda.py",
         ),
         returns=(

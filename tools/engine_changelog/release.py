@@ -8,6 +8,7 @@ the extractor wrote (FACTS_VERSION).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -36,7 +37,7 @@ def release_facts(spec: EngineSpec, release: str, cache: Path, wheels: Path | No
     path = cache / spec.engine / f"{release}.json"
     if path.exists():
         facts = json.loads(path.read_text())
-        if facts.get("version") == FACTS_VERSION:
+        if facts.get("version") == FACTS_VERSION and facts.get("spec") == fingerprint(spec):
             return facts
     with tempfile.TemporaryDirectory(prefix="changelog-") as tmp:
         archive = _local(spec, release, wheels) if wheels else _download(spec, release, tmp)
@@ -44,6 +45,14 @@ def release_facts(spec: EngineSpec, release: str, cache: Path, wheels: Path | No
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(facts, indent=1, sort_keys=True))
     return facts
+
+
+def fingerprint(spec: EngineSpec) -> str:
+    """What the facts were read with: a changed file list or class set re-reads that engine's
+    releases only. (The watched names are those sim/ held when a release was read: a derived
+    rule of a name added since is read after deleting the engine's cache folder.)"""
+    what = (spec.files, sorted(spec.classes), spec.rules, spec.returns, spec.extra_watch)
+    return hashlib.sha1(repr(what).encode()).hexdigest()[:12]
 
 
 def _download(spec: EngineSpec, release: str, into: str) -> Path:
@@ -79,7 +88,8 @@ def archive_facts(spec: EngineSpec, release: str, archive: Path) -> dict:
             f"{spec.engine} {release}: {archive.name} holds none of {', '.join(spec.files)}"
         )
     watch = watched_names(spec)
-    facts = {"version": FACTS_VERSION, "release": release, "archive": archive.name}
+    facts = {"version": FACTS_VERSION, "spec": fingerprint(spec), "release": release}
+    facts["archive"] = archive.name
     facts |= {"read_from": sorted(sources), "defaults": {}, "env": {}, "rules": {}}
     for name in sorted(sources):
         rules = any(fnmatch(name, p) for p in spec.rules)
