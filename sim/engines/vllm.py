@@ -14,6 +14,7 @@ from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.v1_oracle import V1_FROM, v0_cannot_serve, v0_fallback
 from sim.engines.versions import version_tuple
+from sim.engines.vllm_budget import CAPTURE_MAX, budgets, capture_sizes  # noqa: F401 (resolve.py's)
 from sim.errors import UserError
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
@@ -120,7 +121,6 @@ APPLICABLE_V1 = (
 )
 
 
-CAPTURE_MAX = 512
 NAMES = {  # knob -> vLLM's argument name, where they differ
     "policy": "scheduling_policy",
     "async_output_proc": "disable_async_output_proc",
@@ -206,7 +206,7 @@ def defaults(
             f"0.6.2 ({SRC_AU} create_engine_config refuses both, issue #8274 on 0.6.0)",
         )
     chunked = values["enable_chunked_prefill"]
-    seqs, budget, why = _budgets(v, v1, at, hw, entry_point)
+    seqs, budget, why = budgets(v, v1, at, hw, entry_point)
     put("max_num_seqs", seqs, why)
     if chunked and (v1 or v >= (0, 4, 3)):
         put("max_num_batched_tokens", budget, why)
@@ -375,40 +375,6 @@ def _windowed(model: ModelSpec) -> bool:
     return any(layer.window_tokens for layer in model.layers)
 
 
-def _budgets(v, v1: bool, at: str, hw: Hardware, entry_point: str):
-    """(max_num_seqs, token budget with chunked prefill, rule) by release (without chunked
-    prefill, V0 uses max(max_model_len, 2048))."""
-    gib = hw.hbm_gib
-    name = hw.display_name.lower()
-    offline = entry_point == "offline"
-    where = f"{SRC_AU} _set_default_args"
-    if not v1:
-        chunk = 2048 if v >= (0, 6, 5) else 512
-        return 256, chunk, f"{at}: V0 default (max_num_seqs 256; chunked-prefill budget {chunk})"
-    if v < (0, 8, 4):  # max_num_seqs 1024 everywhere; budget keyed on the device name
-        big = "h100" in name or "h200" in name
-        why = f"{at}: device name {'contains' if big else 'lacks'} h100/h200 ({where})"
-        return 1024, (16384 if offline else 8192) if big else (8192 if offline else 2048), why
-    if v < (0, 8, 5):  # both keyed on the device name
-        big = "h100" in name or "h200" in name
-        why = f"{at}: device name {'contains' if big else 'lacks'} h100/h200 ({where})"
-    elif v < (0, 9, 0):  # PR #17073: by memory
-        big = gib >= 70
-        why = f"{at}: GPU memory {gib:.0f} GiB {'>=' if big else '<'} 70 (PR #17073; {where})"
-    else:  # PR #17885: A100 back to the small tier; 0.33.0 also GB10
-        if v >= (0, 28, 0) and gib >= 160:
-            return 1024, 16384, f"{at}: GPU memory {gib:.0f} GiB >= 160 ({where})"
-        big = gib >= 70 and "a100" not in name and "gb10" not in name
-        why = (
-            f"{at}: GPU memory {gib:.0f} GiB, "
-            f"{'>= 70 and not A100' if big else '< 70 or A100'} (PR #17885; {where})"
-        )
-    why += f", {'offline LLM class' if offline else 'OpenAI server'}"
-    if big:
-        return 1024, 16384 if offline else 8192, why
-    return 256, 8192 if offline else 2048, why
-
-
 def _graphs(v, v1: bool, at: str, values: dict, rules: dict) -> None:
     """CUDA-graph mode and compilation by release (capture sizes are derived later, once
     max_num_seqs and the budget are final)."""
@@ -462,29 +428,6 @@ def profile_sampler_bytes_per_logit(release: str, v1: bool) -> int:
     if v1 and v >= (0, 18, 0):
         return 14
     return 38
-
-
-def capture_sizes(
-    v: tuple, v1: bool, max_num_seqs: int, budget: int, blackwell: bool = False
-) -> tuple[tuple[int, ...], str]:
-    """The batch sizes vLLM captures, by release."""
-    if not v1:
-        top = min(-(-max_num_seqs // 8) * 8, 256 if v < (0, 6, 0) else 8192)
-        sizes = [1, 2, 4, *range(8, top + 1, 8)]
-        return tuple(s for s in sizes if s <= top), f"1, 2, 4, 8..{top} step 8 (V0)"
-    if v < (0, 10, 0):
-        sizes, why = [1, 2, 4, *range(8, 513, 8)], "1, 2, 4, 8..512 step 8"
-    else:
-        cap = 1024 if blackwell and v >= (0, 28, 0) else 512
-        top = min(2 * max_num_seqs, cap)
-        if v >= (0, 11, 1):
-            top = min(top, budget)
-            sizes = [1, 2, 4, *range(8, min(top, 248) + 1, 8), *range(256, top + 1, 16)]
-            why = f"1, 2, 4, 8..248 step 8, 256..{top} step 16"
-        else:
-            sizes, why = [1, 2, 4, *range(8, top + 1, 8)], f"1, 2, 4, 8..{top} step 8"
-    kept = tuple(sorted({s for s in sizes if s <= budget}))
-    return kept, why + ", up to the token budget"
 
 
 def _max_model_len(model: ModelSpec, overrides: dict | None, names: dict) -> int:
