@@ -11,6 +11,7 @@ import pytest
 
 from sim.engines.published import PUBLISHED
 from sim.engines.versions import release_key
+from sim.errors import UserError
 from tools.engine_changelog import changes, coverage
 from tools.engine_changelog.__main__ import OUT, main
 from tools.engine_changelog.engines import SPECS, modelled_names
@@ -274,3 +275,30 @@ def test_every_pr_names_a_change_of_its_release():
             for setting, pr in by_setting.items():
                 found = [c for c in releases[release]["changes"] if c["setting"] == setting]
                 assert found and all(c.get("pr") == pr for c in found), (engine, release, setting)
+
+
+def test_a_reviewed_release_is_checked_and_leaves_the_missing_list(tmp_path):
+    """A release that runs with an earlier rule set although its changelog names a modelled
+    change is "checked" once reviewed_<engine>.yaml lists every one of its modelled settings
+    (with why); a partial review leaves it in --missing with the rest; a bad file is refused."""
+    import shutil
+
+    import yaml
+
+    for engine in SPECS:
+        shutil.copy(OUT / f"{engine}.yaml", tmp_path / f"{engine}.yaml")
+    missing = coverage.without_rule_set(tmp_path)
+    engine, release, named = next(m for m in missing if len(m[2]) >= 2)
+    settings = [n.split(" (")[0] for n in named]
+    partial = {release: [{"setting": settings[0], "why": "a branch no catalogue run takes"}]}
+    (tmp_path / f"reviewed_{engine}.yaml").write_text(yaml.safe_dump(partial))
+    left = {(e, r): n for e, r, n in coverage.without_rule_set(tmp_path)}
+    assert [n.split(" (")[0] for n in left[(engine, release)]] == settings[1:]
+    full = {release: [{"setting": s, "why": "reworded, same outcome"} for s in settings]}
+    (tmp_path / f"reviewed_{engine}.yaml").write_text(yaml.safe_dump(full))
+    assert (engine, release) not in {(e, r) for e, r, _ in coverage.without_rule_set(tmp_path)}
+    row = next(x for x in coverage.table(tmp_path).splitlines() if x.startswith(f"| {release} |"))
+    assert "checked: no modelled change (vs" in row and "reviewed" in row
+    (tmp_path / f"reviewed_{engine}.yaml").write_text(yaml.safe_dump({release: [{"x": 1}]}))
+    with pytest.raises(UserError, match="each item needs a setting and a why"):
+        coverage.table(tmp_path)
