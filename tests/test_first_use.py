@@ -27,7 +27,7 @@ def settings(spec: str, gpu: str = "h20", model=V3, **args):
 
 # release -> (rule set, block-FP8 kernel on Hopper, compiles while serving, schedule_policy)
 EXPECTED = {
-    "0.4.2": ("0.3.6", "triton", False, "lpm"),
+    "0.4.2": ("0.4.0.post1", "triton", False, "lpm"),
     "0.4.3": ("0.4.3", "cutlass", False, "lpm"),
     "0.4.3.post2": ("0.4.3", "cutlass", False, "lpm"),
     "0.4.3.post3": ("0.4.3.post3", "triton", False, "fcfs"),
@@ -35,7 +35,7 @@ EXPECTED = {
     "0.4.4.post2": ("0.4.4.post2", "deepgemm", True, "fcfs"),
     "0.4.5": ("0.4.4.post2", "deepgemm", True, "fcfs"),
     "0.4.5.post1": ("0.4.5.post1", "triton", False, "fcfs"),
-    "0.4.5.post3": ("0.4.5.post1", "triton", False, "fcfs"),
+    "0.4.5.post3": ("0.4.5.post3", "triton", False, "fcfs"),
     "0.4.6": ("0.4.6", "deepgemm", False, "fcfs"),
 }
 

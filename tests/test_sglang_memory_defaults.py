@@ -20,7 +20,7 @@ def settings(spec: str, gpu: str, tp: int = 1, model: str = "llama-3.1-8b"):
     ("spec", "rule_set"),
     [
         ("sglang@0.4.6", "0.4.6"),
-        ("sglang@0.4.7.post1", "0.4.7"),
+        ("sglang@0.4.7.post1", "0.4.7.post1"),
         ("sglang@0.4.8", "0.4.8"),
         ("sglang@0.5.1.post1", "0.4.8"),
         ("sglang@0.5.2", "0.4.8"),

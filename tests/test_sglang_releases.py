@@ -74,12 +74,16 @@ def test_mem_fraction_static_at_tp8(release, fraction):
     )
 
 
-def test_no_gpu_memory_tiers_before_0_3_6():
-    """0.3.6 cuts the chunk to 2048 and the graphs to 4 below 25,000 MiB; 0.3.5 does not."""
-    old, new = settings("sglang@0.3.5", "rtx-4090"), settings("sglang@0.3.6", "rtx-4090")
-    assert (old.max_num_batched_tokens, max(old.cudagraph_capture_sizes)) == (8192, 160)
-    assert (new.max_num_batched_tokens, new.cudagraph_capture_sizes) == (2048, (1, 2, 4))
-    assert "memory tiers arrive in 0.3.6" in old.rules["max_num_batched_tokens"]
+def test_no_gpu_memory_tiers_before_0_3_5_post2():
+    """0.3.5.post2 (its wheel's server_args.py) cuts the chunk to 2048 and the graphs to 4 below
+    25,000 MiB, as 0.3.6 does; 0.3.5 and 0.3.5.post1 do not."""
+    old, post1 = settings("sglang@0.3.5", "rtx-4090"), settings("sglang@0.3.5.post1", "rtx-4090")
+    for s in (old, post1):
+        assert (s.max_num_batched_tokens, max(s.cudagraph_capture_sizes)) == (8192, 160)
+    for release in ("0.3.5.post2", "0.3.6"):
+        new = settings(f"sglang@{release}", "rtx-4090")
+        assert (new.max_num_batched_tokens, new.cudagraph_capture_sizes) == (2048, (1, 2, 4))
+    assert "memory tiers arrive in 0.3.5.post2" in old.rules["max_num_batched_tokens"]
 
 
 def test_request_pool_of_0_3_0_keeps_one_slot_free():

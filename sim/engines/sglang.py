@@ -26,6 +26,15 @@ one more step fits (check_decode_mem), the new ratio's denominator gaining 1 fro
 and Llama 4 are in 0.4.8's srt/models/; gpt-oss, Qwen3-Next and DeepSeek-V3.2 arrive by 0.5.3,
 Kimi-Linear by 0.5.6.
 
+Rule sets read from the release itself where the changelog (sim/engines/changelogs/sglang.yaml)
+showed a modelled change between the lines above (wheels; server_args.py, cuda_graph_runner.py,
+model_runner.py, utils.py): 0.3.5.post2 (memory tiers below 25,000 MiB), 0.4.0 (mem_fraction_static
+0.81 at TP 8, graphs to 8 below 25,000 MiB), 0.4.0.post1 (80 at TP >= 4 there), 0.4.5.post3 (the
+13 GiB rule above 81,920 MiB), 0.4.6.post2 (the 96 GiB tier), 0.4.7.post1 (the fixed reserves of
+0.4.8): sim/engines/sglang_memory.py; the attention backend by release (FA3 on Hopper from
+0.4.5.post1, its architecture list by release): sim/engines/sglang_attention.py. Releases
+checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
+
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
 managers/scheduler.py and schedule_policy.py) lets a prefill step carry the running decodes:
 sim/schedulers/sglang.py.
@@ -35,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.engines import sglang_03, sglang_fp8, sglang_memory
+from sim.engines import sglang_03, sglang_attention, sglang_fp8, sglang_memory
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.versions import version_tuple
@@ -49,13 +58,19 @@ RELEASES = (
     "0.3.3",
     "0.3.4",
     "0.3.5",
+    "0.3.5.post2",
     "0.3.6",
+    "0.4.0",
+    "0.4.0.post1",
     "0.4.3",
     "0.4.3.post3",
     "0.4.4.post2",
     "0.4.5.post1",
+    "0.4.5.post3",
     "0.4.6",
+    "0.4.6.post2",
     "0.4.7",
+    "0.4.7.post1",
     "0.4.8",
     "0.5.3",
     "0.5.6",
@@ -84,7 +99,6 @@ DECAY_STEPS = 600  # the ratio falls from init to min over 600 decode steps
 OLD_MIN_RATIO = 0.1  # before 0.3.5: base_min_new_token_ratio (x schedule_conservativeness)
 OLD_DECAY = 0.001  # before 0.3.5: new_token_ratio_decay per decode step
 LPM_MAX_QUEUE = 128  # 0.3.5+: above this many waiting requests, lpm falls back to fcfs
-FA3_ARCHS = ("Qwen2", "Qwen3", "Llama", "Mistral", "Gemma2", "Gemma3", "Llama4")
 APPLICABLE = (
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -173,7 +187,7 @@ def defaults(
     names = _names(v)
     loop = "managers/scheduler.py" if v >= (0, 3, 3) else "managers/tp_worker.py"
     put("scheduler", "sglang", f"{at}: prefill-first scheduler ({loop})")
-    chunk, graph_bs, tier = sglang_memory.chunk_and_graph_bs(v, mem_mib, tp)
+    chunk, graph_bs, tier = sglang_memory.chunk_and_graph_bs(release, mem_mib, tp)
     put("max_num_batched_tokens", chunk, f"{at}: chunked_prefill_size {chunk}: {tier}")
     values["graph_max_bs"] = graph_bs
     rules["cudagraph_capture_sizes"] = f"{at}: cuda_graph_max_bs {graph_bs}: {tier}"
@@ -217,7 +231,7 @@ def defaults(
     for knob, value in cpu.items():
         put(knob, value, rule)
     mla = model.mla is not None
-    frac, why = sglang_memory.mem_fraction(v, mem_mib, tp, chunk, graph_bs, mla)
+    frac, why = sglang_memory.mem_fraction(release, mem_mib, tp, chunk, graph_bs, mla)
     put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why} (srt/server_args.py)")
     backend, page, _ = attention_backend(engine, release, hw, model, "auto")
     put(
@@ -290,25 +304,7 @@ def capture_sizes(release: str, max_bs: int) -> tuple[tuple[int, ...], str]:
 def attention_backend(
     engine: str, release: str, hw: Hardware, model: ModelSpec, kv_dtype: str
 ) -> tuple[str, int, str]:
-    v = version_tuple(release)
-    at = f"sglang {release}"
-    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
-    if model.mla is not None:
-        if v >= (0, 4, 6) and major == 9:
-            return "FLASH_ATTN_MLA", 1, f"{at}: MLA on Hopper -> fa3"
-        if v >= (0, 5, 0) and major == 10:
-            return "FLASHINFER_MLA", 1, f"{at}: MLA on Blackwell -> flashinfer"
-        return "TRITON_MLA", 1, f"{at}: MLA -> triton"
-    if v >= (0, 5, 0):
-        if major == 9:
-            return "FLASH_ATTN_FA3", 1, f"{at}: Hopper -> fa3 (FlashInfer regression, #17411)"
-        if major == 10:
-            return "TRTLLM", 64, f"{at}: Blackwell -> trtllm_mha (page 64)"
-        if model.architecture.startswith("GptOss"):
-            return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
-    elif v >= (0, 4, 6) and major == 9 and model.architecture.startswith(FA3_ARCHS):
-        return "FLASH_ATTN_FA3", 1, f"{at}: fa3 on Hopper for {model.architecture}"
-    return "FLASHINFER", 1, f"{at}: flashinfer"
+    return sglang_attention.attention_backend(release, hw, model)
 
 
 def after_memory(settings, pool_tokens: int):

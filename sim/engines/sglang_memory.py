@@ -4,16 +4,21 @@ reports: H100-SXM 81559, H200 143771), the TP size and the two others.
 
 Read from each release's srt/server_args.py and model_executor/cuda_graph_runner.py
 (`pip download sglang==X --no-deps`):
-- 0.3.0-0.3.5: chunk 8192 and graphs up to 160 on every GPU; mem_fraction_static by TP.
-- 0.3.6, 0.4.3 .. 0.4.6: below 25,000 MiB chunk 2048 and small graphs; mem_fraction_static by
-  TP (0.4.3-0.4.5: on every GPU, graphs to 160 above 25,000 MiB); 0.4.6: up to 81,920 MiB,
-  (memory - 13 GiB) / memory and graphs to 256 above.
-- 0.4.7 (wheel): the same table by TP x PP up to 81,920 MiB; above it 0.88, 0.79 above 180,000
-  MiB, and above 96 GiB min(0.88 + 48 GiB x 0.12 / memory, (memory - 18 GiB) / memory); chunk
-  16384 above 180,000 MiB; graphs to 256 above 96 GiB, 512 above 180,000 MiB.
-- 0.4.8 .. 0.5.2 (read in 0.4.8, 0.5.1.post1 and 0.5.2): mem_fraction_static = (memory -
-  reserve) / memory, the reserve fixed by GPU size: (2.8 + TP x PP / 10) GiB below 35 GiB,
-  (9.5 + TP x PP / 2) GiB below 90 GiB, (12 + TP x PP / 2) GiB below 160 GiB, 32 GiB above;
+- 0.3.0-0.3.5.post1: chunk 8192 and graphs up to 160 on every GPU; mem_fraction_static by TP.
+- 0.3.5.post2 (wheel, server_args.py): below 25,000 MiB chunk // 4 = 2048 and graphs to 4.
+- 0.3.6, 0.4.0 .. 0.4.6: below 25,000 MiB chunk 2048 and small graphs (4; 8 from 0.4.0; 80 at
+  TP >= 4 from 0.4.0.post1: the 0.4.0 and 0.4.0.post1 wheels' server_args.py); mem_fraction_static
+  by TP (0.82 at TP 8 in 0.3.6, 0.81 from 0.4.0); from 0.4.5.post3 (wheel: server_args.py,
+  cuda_graph_runner.py) up to 81,920 MiB, (memory - 13 GiB) / memory and graphs to 256 above.
+- 0.4.6.post2 .. 0.4.6.post5 (0.4.6.post2 and post5 wheels): the table by TP x PP up to 81,920
+  MiB; above it 0.88, and above 96 GiB min(0.88 + 48 GiB x 0.12 / memory, (memory - 18 GiB) /
+  memory); graphs to 256 above 96 GiB only (cuda_graph_runner.py).
+- 0.4.7 (wheel): the same, and 0.79 above 180,000 MiB; chunk 16384 above 180,000 MiB; graphs to
+  512 above 180,000 MiB.
+- 0.4.7.post1 .. 0.5.2 (read in 0.4.7.post1, 0.4.8, 0.5.1.post1 and 0.5.2):
+  mem_fraction_static = (memory - reserve) / memory, the reserve fixed by GPU size: (2.8 + TP x
+  PP / 10) GiB below 35 GiB, (9.5 + TP x PP / 2) GiB below 90 GiB, (12 + TP x PP / 2) GiB below
+  160 GiB, 32 GiB above;
   chunk 2048 below 35 GiB, 8192 below 160 GiB, 16384 above; cuda_graph_max_bs unset (8 or 80
   below 35 GiB), so cuda_graph_runner.py's sizes: 1, 2, 4, 8, 16..160 step 8, then 168..256
   above 90 GiB and 272..512 step 16 above 160,000 MiB.
@@ -31,36 +36,52 @@ The family interface passes the TP size alone: PP is taken as 1.
 
 from __future__ import annotations
 
+from sim.engines.versions import release_key, version_tuple
+
 CAPTURE_MAX = 160
 GIB = 1024  # MiB
-MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.6 on GPUs of 80 GiB or less
+TIERS_FROM = "0.3.5.post2"  # below 25,000 MiB: chunk // 4, graphs to 4
+BIG_GPU_FROM = "0.4.5.post3"  # above 81,920 MiB: (memory - 13 GiB) / memory, graphs to 256
+OVER_96_FROM = "0.4.6.post2"  # 0.88 above 81,920 MiB, the 96 GiB tier of fraction and graphs
+RESERVE_FROM = "0.4.7.post1"  # (memory - reserve) / memory, chunk by 35 / 160 GiB
+MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.0 on on GPUs of 80 GiB or less
     "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
     "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
-    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),  # also 0.4.3 .. 0.4.5
+    "0.4.6": ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),  # from 0.4.0
 }
-FIXED_RESERVE = (  # 0.4.8-0.5.2: (below GiB, reserve GiB at parallel size 0, GiB per GPU)
+FIXED_RESERVE = (  # 0.4.7.post1-0.5.2: (below GiB, reserve GiB at parallel size 0, GiB per GPU)
     (35, 2.8, 0.1),
     (90, 9.5, 0.5),
     (160, 12.0, 0.5),
 )
-BIG_GPU_RESERVE_GIB = 32  # 0.4.8-0.5.2, 160 GiB and above
+BIG_GPU_RESERVE_GIB = 32  # 0.4.7.post1-0.5.2, 160 GiB and above
 MIN_RESERVE_MIB = 10 * GIB  # 0.5.3 on, GPUs above 60 GiB
 
 
-def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
-    """(chunked_prefill_size, cuda_graph_max_bs, rule) by release `v` (a version tuple)."""
+def _before(release: str, start: str) -> bool:
+    return release_key(release) < release_key(start)
+
+
+def chunk_and_graph_bs(release: str, mem_mib: float, tp: int) -> tuple[int, int, str]:
+    """(chunked_prefill_size, cuda_graph_max_bs, rule) of SGLang `release`."""
+    v = version_tuple(release)
     gib = mem_mib / GIB
-    if v < (0, 3, 6):  # server_args.py: 8192 and cuda_graph_runner.py's 1, 2, 4, 8..160
-        return 8192, CAPTURE_MAX, "the same on every GPU (memory tiers arrive in 0.3.6)"
-    if v < (0, 4, 8):
+    if _before(release, TIERS_FROM):  # server_args.py: 8192 and cuda_graph_runner.py's 1..160
+        return 8192, CAPTURE_MAX, f"the same on every GPU (memory tiers arrive in {TIERS_FROM})"
+    if _before(release, RESERVE_FROM):
         if mem_mib < 25000:
-            bs = 4 if v < (0, 4, 0) else (8 if tp < 4 else 80)
-            return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000"
-        if v >= (0, 4, 7):  # graphs 168..256 above 96 GiB, 272..512 above 180,000 MiB
+            if _before(release, "0.4.0"):
+                return 2048, 4, f"GPU memory {mem_mib:.0f} MiB < 25000: chunk // 4, graphs to 4"
+            bs = 8 if tp < 4 or _before(release, "0.4.0.post1") else 80
+            return 2048, bs, f"GPU memory {mem_mib:.0f} MiB < 25000 (server_args.py)"
+        if not _before(release, "0.4.7"):  # graphs 168..256 above 96 GiB, 272..512 above 180,000
             chunk = 16384 if mem_mib > 180000 else 8192
             bs = 512 if mem_mib > 180000 else 256 if mem_mib > 96 * GIB else CAPTURE_MAX
             return chunk, bs, f"GPU memory {mem_mib:.0f} MiB (tiers at 96 GiB and 180,000 MiB)"
-        bs = 256 if v >= (0, 4, 6) and mem_mib > 81920 else 160
+        if not _before(release, OVER_96_FROM):  # cuda_graph_runner.py: 168..256 above 96 GiB
+            bs = 256 if mem_mib > 96 * GIB else CAPTURE_MAX
+            return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000 (graphs to 256 above 96 GiB)"
+        bs = 256 if not _before(release, BIG_GPU_FROM) and mem_mib > 81920 else CAPTURE_MAX
         return 8192, bs, f"GPU memory {mem_mib:.0f} MiB >= 25000"
     if v < (0, 5, 3):
         if gib < 35:
@@ -87,14 +108,15 @@ def chunk_and_graph_bs(v, mem_mib: float, tp: int) -> tuple[int, int, str]:
 
 
 def mem_fraction(
-    v, mem_mib: float, tp: int, chunk: int, graph_bs: int, mla: bool = False
+    release: str, mem_mib: float, tp: int, chunk: int, graph_bs: int, mla: bool = False
 ) -> tuple[float, str]:
-    """(mem_fraction_static, why) by release `v`, GPU memory, TP, the two derived sizes and
+    """(mem_fraction_static, why) of SGLang `release`, by GPU memory, TP, the two derived sizes and
     whether the model runs an MLA attention backend."""
-    if (0, 4, 7) <= v < (0, 4, 8) and mem_mib > 81920:
-        return _mem_fraction_047(mem_mib, tp)
-    if v < (0, 4, 8):
-        if v >= (0, 4, 6) and mem_mib > 81920:
+    v = version_tuple(release)
+    if not _before(release, OVER_96_FROM) and _before(release, RESERVE_FROM) and mem_mib > 81920:
+        return _mem_fraction_047(mem_mib, tp, over_180k=not _before(release, "0.4.7"))
+    if _before(release, RESERVE_FROM):
+        if not _before(release, BIG_GPU_FROM) and mem_mib > 81920:
             return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
         line = "0.3.0" if v < (0, 3, 6) else "0.3.6" if v < (0, 4, 0) else "0.4.6"
         table = MEM_FRACTION_BY_TP[line]
@@ -127,10 +149,10 @@ def mem_fraction(
     return frac, f"(GPU memory - {reserved:.0f} MiB reserved: {parts}) / GPU memory"
 
 
-def _mem_fraction_047(mem_mib: float, tp: int) -> tuple[float, str]:
-    """0.4.7 above 81,920 MiB: 0.88, then 0.79 above 180,000 MiB, or above 96 GiB the smaller of
-    0.88 + 48 GiB x 0.12 / memory and (memory - 18 GiB) / memory (not rounded)."""
-    if mem_mib > 180000:
+def _mem_fraction_047(mem_mib: float, tp: int, over_180k: bool) -> tuple[float, str]:
+    """0.4.6.post2 .. 0.4.7 above 81,920 MiB: 0.88, or above 96 GiB the smaller of 0.88 + 48 GiB x
+    0.12 / memory and (memory - 18 GiB) / memory (not rounded); 0.4.7: 0.79 above 180,000 MiB."""
+    if over_180k and mem_mib > 180000:
         return 0.79, "0.79 (GPU memory above 180,000 MiB)"
     if mem_mib > 96 * GIB:
         frac = min(0.88 + 48 * GIB * 0.12 / mem_mib, (mem_mib - 18 * GIB) / mem_mib)

@@ -1,0 +1,89 @@
+"""SGLang's default attention backend by release, GPU and model (`attention_backend` unset).
+
+Read from the wheels (`pip download sglang==X --no-deps`): model_executor/model_runner.py
+(`model_specific_adjustment`, where the default is chosen from 0.4.4.post4 on; server_args.py
+before) and srt/utils.py (`is_fa3_default_architecture`, the architectures that take FA3):
+- before 0.4.5.post1: FlashInfer (Triton for MLA); read in 0.4.4.post4 and 0.4.5.
+- 0.4.5.post1 on: on Hopper (`is_hopper_with_cuda_12_3`) without speculative top-k > 1, FA3 for
+  an MLA model and for the architectures of utils.py's list, which grows and shrinks:
+  0.4.5.post1 Qwen2, Llama4, Llama, Mistral; 0.4.5.post3 + Gemma2; 0.4.6 + Gemma3;
+  0.4.6.post2 + Mixtral, Qwen3, Qwen3Moe; 0.4.7 without Mistral and Mixtral (the same list read
+  in 0.4.7.post1, 0.4.8, 0.4.9; 0.4.10.post2 adds Glm4Moe and Step3VL, not in the catalogue).
+- 0.5.0 on: FA3 on every Hopper model, TRT-LLM MHA (page 64) on Blackwell, FlashInfer MLA for MLA
+  on Blackwell, Triton for attention sinks elsewhere (the rule sets 0.5.3 on, as
+  sim/engines/sglang.py lists where they were read).
+"""
+
+from __future__ import annotations
+
+from sim.engines.versions import release_key, version_tuple
+from sim.specs.hardware import Hardware
+from sim.specs.model import ModelSpec
+
+FA3_FROM = "0.4.5.post1"
+_GEMMA3 = "Gemma3ForConditionalGeneration"
+_BASE = ("Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM")
+FA3_ARCHITECTURES = (  # (from release, utils.py is_fa3_default_architecture's list)
+    (FA3_FROM, (*_BASE, "MistralForCausalLM")),
+    ("0.4.5.post3", (*_BASE, "MistralForCausalLM", "Gemma2ForCausalLM")),
+    ("0.4.6", (*_BASE, "MistralForCausalLM", "Gemma2ForCausalLM", _GEMMA3)),
+    (
+        "0.4.6.post2",
+        (
+            *_BASE,
+            "MistralForCausalLM",
+            "MixtralForCausalLM",
+            "Gemma2ForCausalLM",
+            "Gemma3ForConditionalGeneration",
+            "Qwen3ForCausalLM",
+            "Qwen3MoeForCausalLM",
+        ),
+    ),
+    (
+        "0.4.7",
+        (
+            *_BASE,
+            "Gemma2ForCausalLM",
+            "Gemma3ForConditionalGeneration",
+            "Qwen3ForCausalLM",
+            "Qwen3MoeForCausalLM",
+        ),
+    ),
+)
+
+
+def fa3_architectures(release: str) -> tuple[tuple[str, ...], str]:
+    """(the architectures FA3 is the default for, the release whose list it is)."""
+    key = release_key(release)
+    found = ((), "")
+    for start, names in FA3_ARCHITECTURES:
+        if key >= release_key(start):
+            found = (names, start)
+    return found
+
+
+def attention_backend(release: str, hw: Hardware, model: ModelSpec) -> tuple[str, int, str]:
+    """(backend, page size, rule) of SGLang `release` on `hw` for `model`."""
+    v = version_tuple(release)
+    at = f"sglang {release}"
+    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
+    fa3 = release_key(release) >= release_key(FA3_FROM)
+    if model.mla is not None:
+        if fa3 and major == 9:
+            return "FLASH_ATTN_MLA", 1, f"{at}: MLA on Hopper -> fa3 (model_runner.py)"
+        if v >= (0, 5, 0) and major == 10:
+            return "FLASHINFER_MLA", 1, f"{at}: MLA on Blackwell -> flashinfer"
+        return "TRITON_MLA", 1, f"{at}: MLA -> triton"
+    if v >= (0, 5, 0):
+        if major == 9:
+            return "FLASH_ATTN_FA3", 1, f"{at}: Hopper -> fa3 (FlashInfer regression, #17411)"
+        if major == 10:
+            return "TRTLLM", 64, f"{at}: Blackwell -> trtllm_mha (page 64)"
+        if model.architecture.startswith("GptOss"):
+            return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
+    elif fa3 and major == 9:
+        names, start = fa3_architectures(release)
+        if model.architecture in names:
+            why = f"{at}: fa3 on Hopper for {model.architecture} (utils.py, list of {start})"
+            return "FLASH_ATTN_FA3", 1, why
+    return "FLASHINFER", 1, f"{at}: flashinfer"
