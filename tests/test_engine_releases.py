@@ -53,7 +53,7 @@ def test_the_upgrade_study_refuses_an_unknown_release_before_running(tmp_path):
 @pytest.mark.parametrize(
     ("spec", "release", "rule_set"),
     [
-        ("vllm@0.6.3.post1", "0.6.3.post1", "0.6.0"),  # a post release
+        ("vllm@0.6.3.post1", "0.6.3.post1", "0.6.3"),  # a post release
         ("vllm@0.9.0.1", "0.9.0.1", "0.9.0"),
         ("vllm@0.8.3", "0.8.3", "0.8.2"),
         ("sglang@0.5.10rc0", "0.5.10rc0", "0.5.6"),  # an rc comes before its release
@@ -109,9 +109,9 @@ def test_a_stand_in_is_said_on_the_console(capsys):
     upgrade = {"before": "vllm@0.6.3.post1", "after": "vllm@0.10.1.1"}
     _say_engines([config(task="upgrade_diff", engine="vllm@0.8.3", upgrade=upgrade)])
     assert capsys.readouterr().err.splitlines() == [
-        "sim: vllm@0.10.1.1 runs with the rules of vllm 0.10.0, the nearest earlier release the "
+        "sim: vllm@0.10.1.1 runs with the rules of vllm 0.10.1, the nearest earlier release the "
         "catalogue has rules for",
-        "sim: vllm@0.6.3.post1 runs with the rules of vllm 0.6.0, the nearest earlier release the "
+        "sim: vllm@0.6.3.post1 runs with the rules of vllm 0.6.3, the nearest earlier release the "
         "catalogue has rules for",
     ]
 

@@ -23,13 +23,19 @@ from sim.specs.model import ModelSpec
 # nearest earlier one). Each rule below names the release and source file it was read from.
 RELEASES = (
     "0.4.0",
+    "0.4.1",  # chunked-prefill token budget 768 (config.py SchedulerConfig)
+    "0.4.2",  # ... 512
     "0.4.3",
     "0.5.3",
     "0.5.5",
     "0.6.0",
+    "0.6.2",  # V0 multi-step takes chunked prefill (PR #8378)
+    "0.6.3",  # ... with a max(max_model_len, 2048) budget (config.py SchedulerConfig)
     "0.6.4",
     "0.6.5",
+    "0.6.6",  # DeepSeek-V3 forced eager (config.py ModelConfig._verify_cuda_graph), 0.6.6 only
     "0.7.0",
+    "0.7.1",  # MLA: V0 turns chunked prefill and prefix caching off (config.py VllmConfig)
     "0.7.3",
     "0.8.0",
     "0.8.2",  # V1 takes an FP8 KV cache with FlashAttention 3 on Hopper (v1_oracle.py)
@@ -39,11 +45,13 @@ RELEASES = (
     "0.9.1",
     "0.9.2",
     "0.10.0",
+    "0.10.1",  # V1: sinks -> Triton off Hopper; Blackwell MLA -> CUTLASS MLA (platforms/cuda.py)
     "0.10.2",
     "0.11.0",
     "0.11.1",
     "0.12.0",
     "0.14.0",
+    "0.15.0",  # Blackwell MLA: FlashInfer MLA forced, block 64 (platforms/cuda.py)
     "0.19.0",
     "0.20.0",
     "0.28.0",
@@ -183,7 +191,7 @@ def defaults(
     put("max_model_len", max_len, "derived from the model: max_position_embeddings")
     if v1:
         put("enable_chunked_prefill", True, f"{at}: V1 always chunks prefills ({SRC_AU})")
-    elif v >= (0, 5, 3) and max_len > 32768 and not _windowed(model) and model.mla is None:
+    elif v >= (0, 5, 3) and max_len > 32768 and not _windowed(model) and not _mla_v0(v, model):
         put(
             "enable_chunked_prefill",
             True,
@@ -196,19 +204,30 @@ def defaults(
         elif max_len <= 32768:
             why = f"V0: off, max_model_len {max_len} <= 32768"
         else:
-            why = "V0: off, sliding window or MLA blocks the >32K auto-on"
+            why = "V0: off, sliding window or MLA (from 0.7.1) blocks the >32K auto-on"
         put("enable_chunked_prefill", False, f"{at}: {why} ({SRC_AU})")
-    if values["enable_chunked_prefill"] and not v1 and steps_asked(overrides) > 1 and v < (0, 6, 4):
-        put(  # rule sets 0.5.5-0.6.0 cover 0.5.5-0.6.3; 0.6.2 first took both (PR #8378)
+    steps = steps_asked(overrides)
+    if values["enable_chunked_prefill"] and not v1 and steps > 1 and v < (0, 6, 2):
+        put(  # 0.6.2 first took both (PR #8378)
             "enable_chunked_prefill",
             False,
             f"{at}: off with num_scheduler_steps > 1: multi-step runs prefills whole before "
             f"0.6.2 ({SRC_AU} create_engine_config refuses both, issue #8274 on 0.6.0)",
         )
+    asked = user_value(overrides, "enable_chunked_prefill", NAMES)  # the budget follows it
     chunked = values["enable_chunked_prefill"]
+    if asked is not None and not v1:  # V0's SchedulerConfig sizes the budget from the final flag
+        chunked = str(asked).lower() == "true"
     seqs, budget, why = budgets(v, v1, at, hw, entry_point)
     put("max_num_seqs", seqs, why)
-    if chunked and (v1 or v >= (0, 4, 3)):
+    if chunked and not v1 and steps > 1 and v >= (0, 6, 3):
+        put(
+            "max_num_batched_tokens",
+            max(max_len, 2048),
+            f"{at}: V0 multi-step with chunked prefill: max(max_model_len, 2048) (0.6.3-0.10.0; "
+            f"{SRC_CFG} SchedulerConfig)",
+        )
+    elif chunked and (v1 or v >= (0, 4, 1)):
         put("max_num_batched_tokens", budget, why)
     else:
         put(
@@ -301,6 +320,13 @@ def defaults(
     )
     put("num_gpu_blocks_override", 0, f"{at}: not set (the pool is sized from memory)")
     _graphs(v, v1, at, values, rules)
+    if v == (0, 6, 6) and model.architecture == "DeepseekV3ForCausalLM":
+        values["cudagraph_mode"], values["compile"] = "NONE", False
+        values["async_output_proc"] = False  # use_async_output_proc = not enforce_eager
+        rules["async_output_proc"] = rules["cudagraph_mode"] = (
+            f"{at}: DeepSeek-V3 runs eager (enforce_eager forced; {SRC_CFG} "
+            "ModelConfig._verify_cuda_graph, 0.6.6 only)"
+        )
     put("capacity_policy", "", "not a vLLM setting")
     for knob in ("new_token_ratio", "min_new_token_ratio", "new_token_ratio_decay"):
         put(knob, 0.0, "not a vLLM setting")
@@ -333,7 +359,14 @@ def attention_backend(
         if major == 10:
             if v >= (0, 33, 0):
                 return "FLASHINFER_MLA", 32, f"{at}: MLA on {cc}: FlashInfer MLA first"
-            if v >= (0, 10, 2):
+            if v >= (0, 15, 0) and model.indexer is None and model.mla.qk_nope_head_dim == 128:
+                return (  # platforms/cuda.py check_and_update_config (0.15.0 wheel)
+                    "FLASHINFER_MLA",
+                    64,
+                    f"{at}: MLA on {cc}, qk_nope_head_dim 128, not sparse: FlashInfer MLA forced "
+                    "(block 64)",
+                )
+            if v >= (0, 10, 1):  # platforms/cuda.py check_and_update_config (0.10.1 wheel)
                 return "CUTLASS_MLA", 128, f"{at}: MLA on {cc}: CUTLASS MLA (block 128)"
         if major == 9:
             if v >= (0, 12, 0):
@@ -369,6 +402,12 @@ def attention_backend(
             return "TRITON_ATTN", 16, f"{at}: FP8 KV cache on {cc} -> Triton"
     fa = 3 if major == 9 else 2
     return f"FLASH_ATTN_FA{fa}", 16, f"{at}: {cc} -> FlashAttention {fa}"
+
+
+def _mla_v0(v: tuple, model: ModelSpec) -> bool:
+    """vLLM runs `model` as MLA: from 0.7.1 (config.py VllmConfig.__post_init__ use_mla; until
+    then DeepSeek-V3 ran as plain attention)."""
+    return model.mla is not None and v >= (0, 7, 1)
 
 
 def _windowed(model: ModelSpec) -> bool:

@@ -21,8 +21,8 @@ def budgets(v, v1: bool, at: str, hw: Hardware, entry_point: str):
     name = hw.display_name.lower()
     offline = entry_point == "offline"
     where = f"{SRC_AU} _set_default_args"
-    if not v1:
-        chunk = 2048 if v >= (0, 6, 5) else 512
+    if not v1:  # config.py SchedulerConfig: 768 in 0.4.1, 512 from 0.4.2, 2048 from 0.6.5
+        chunk = 2048 if v >= (0, 6, 5) else 512 if v >= (0, 4, 2) else 768
         return 256, chunk, f"{at}: V0 default (max_num_seqs 256; chunked-prefill budget {chunk})"
     if v < (0, 8, 4):  # max_num_seqs 1024 everywhere; budget keyed on the device name
         big = "h100" in name or "h200" in name
