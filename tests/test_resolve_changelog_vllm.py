@@ -114,7 +114,7 @@ SAMPLES = [
     ("0.9.0", "max_num_batched_tokens", FULL_70, ABSENT, SMALL, "arg_utils.py",
      ("a100-80gb", L8, 1, "offline", {})),
     # compute capability: Blackwell prefers FlashInfer (0.9.1), CUTLASS MLA (0.10.1), then
-    # FlashInfer MLA (0.15.0); attention sinks off Hopper take Triton (0.10.1)
+    # FlashInfer MLA (0.15.0, block 32 from 0.18.0); attention sinks off Hopper take Triton (0.10.1)
     ("0.9.1", "attention_backend", "use_v1 | cls.is_device_capability(100)", ABSENT,
      "vllm.v1.attention.backends.flashinfer.FlashInferBackend", "cuda.py",
      ("b200", L8, 1, "server", {})),
@@ -130,6 +130,8 @@ SAMPLES = [
      "[AttentionBackendEnum.FLASHINFER_MLA, AttentionBackendEnum.CUTLASS_MLA, AttentionBacken"
      "dEnum.FLASH_ATTN_MLA, AttentionBackendEnum.FLASHMLA, AttentionBackendE...", "cuda.py",
      ("b200", DS, 8, "server", {})),
+    ("0.18.0", "block_size", "use_flashinfer_mla and cache_config.block_size != 32", 64, ABSENT,
+     "cuda.py", ("b200", DS, 8, "server", {})),
     # the KV cache's dtype: FP8 KV off Hopper takes Triton (0.11.0)
     ("0.11.0", "attention_backend", FA3_OR_TRITON, ABSENT, "TRITON_ATTN", "cuda.py",
      ("a100-80gb", L8, 1, "server", {"kv_cache_dtype": "fp8"})),

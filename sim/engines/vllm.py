@@ -52,6 +52,7 @@ RELEASES = (
     "0.12.0",
     "0.14.0",
     "0.15.0",  # Blackwell MLA: FlashInfer MLA forced, block 64 (platforms/cuda.py)
+    "0.18.0",  # ... chosen by the selector at its smallest block, 32 (platforms/interface.py)
     "0.19.0",
     "0.20.0",
     "0.28.0",
@@ -359,7 +360,14 @@ def attention_backend(
         if major == 10:
             if v >= (0, 33, 0):
                 return "FLASHINFER_MLA", 32, f"{at}: MLA on {cc}: FlashInfer MLA first"
-            if v >= (0, 15, 0) and model.indexer is None and model.mla.qk_nope_head_dim == 128:
+            dense = model.indexer is None
+            if v >= (0, 18, 0) and dense and model.mla.qk_nope_head_dim in (64, 128):
+                return (  # the first valid backend, at the smallest block size it takes (32, 64)
+                    "FLASHINFER_MLA",  # (platforms/interface.py, attention/backends/mla/
+                    32,  # flashinfer_mla.py of the 0.18.0 wheel)
+                    f"{at}: MLA on {cc}: FlashInfer MLA first, block 32 (its smallest)",
+                )
+            if v >= (0, 15, 0) and dense and model.mla.qk_nope_head_dim == 128:
                 return (  # platforms/cuda.py check_and_update_config (0.15.0 wheel)
                     "FLASHINFER_MLA",
                     64,
