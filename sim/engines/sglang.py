@@ -32,7 +32,11 @@ model_runner.py, utils.py): 0.3.5.post2 (memory tiers below 25,000 MiB), 0.4.0 (
 0.81 at TP 8, graphs to 8 below 25,000 MiB), 0.4.0.post1 (80 at TP >= 4 there), 0.4.5.post3 (the
 13 GiB rule above 81,920 MiB), 0.4.6.post2 (the 96 GiB tier), 0.4.7.post1 (the fixed reserves of
 0.4.8): sim/engines/sglang_memory.py; the attention backend by release (FA3 on Hopper from
-0.4.5.post1, its architecture list by release): sim/engines/sglang_attention.py. Releases
+0.4.5.post1, its architecture list by release, which 0.4.6.post4 and post5 shorten), 0.3.1.post1
+(Triton on ROCm), 0.4.6.post5 (aiter on ROCm), 0.5.0rc0 and
+0.5.0rc2 (gpt-oss's backend): sim/engines/sglang_attention.py; 0.5.1 and 0.5.1.post1 (DeepGEMM
+on SM90 alone, then on SM90 and later again): sim/engines/sglang_fp8.py; 0.5.3rc2, whose
+package is 0.5.3's but for version.py: the rules of 0.5.3. Releases
 checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -54,6 +58,7 @@ from sim.specs.model import ModelSpec
 RELEASES = (
     "0.3.0",
     "0.3.1",
+    "0.3.1.post1",
     "0.3.2",
     "0.3.3",
     "0.3.4",
@@ -69,9 +74,16 @@ RELEASES = (
     "0.4.5.post3",
     "0.4.6",
     "0.4.6.post2",
+    "0.4.6.post4",
+    "0.4.6.post5",
     "0.4.7",
     "0.4.7.post1",
     "0.4.8",
+    "0.5.0rc0",
+    "0.5.0rc2",
+    "0.5.1",
+    "0.5.1.post1",
+    "0.5.3rc2",
     "0.5.3",
     "0.5.6",
     "0.5.10",

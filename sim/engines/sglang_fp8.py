@@ -27,13 +27,15 @@ DeepGEMM itself ships inside sgl-kernel (fp8_kernel.py: `import deep_gemm  # pip
   after #5223's regression report; the issue also names #5310, not found in the search
   corpus), so Triton. 0.4.5.post3 adds deep_gemm.py's pre-compilation (sgl-project/sglang#5580),
   used only when DeepGEMM is turned on.
-- 0.4.6 .. 0.4.8: DeepGEMM on by default on SM90 (deep_gemm.py `sm_version == 90`, default
+- 0.4.6 .. 0.4.7: DeepGEMM on by default on SM90 (deep_gemm.py `sm_version == 90`, default
   "true"; sgl-project/sglang#5628, after #5580) with the pre-compilation: the first use of a
   GEMM's (N, K) compiles every configuration of M = 1 .. max(16384, 2 x chunked_prefill_size)
   (`_maybe_compile_deep_gemm_one_type_all`, SGL_JIT_DEEPGEMM_PRECOMPILE default true), and
   that first use is the CUDA-graph capture at start-up: nothing compiles inside a benchmark.
-- 0.5.3 on (0.5.3 srt/environ.py SGLANG_ENABLE_JIT_DEEPGEMM EnvBool(True); 0.5.9
-  deep_gemm_wrapper/configurer.py: SM90 and later): the same, pre-compiled at start-up.
+- 0.4.7.post1 on (deep_gemm_wrapper/configurer.py `sm_version < 90` -> off, read in 0.4.7.post1,
+  0.4.8, 0.4.9, 0.4.10, 0.5.0rc0, 0.5.0rc2, 0.5.1.post1, 0.5.2, 0.5.3rc2, 0.5.9; 0.5.3
+  srt/environ.py SGLANG_ENABLE_JIT_DEEPGEMM EnvBool(True)): on SM90 and later, pre-compiled at
+  start-up as above; but 0.5.1 alone turns it off on every GPU but SM90 (`sm_version != 90`).
 The MoE experts run Triton's fused_moe in every one of these releases unless expert
 parallelism (DeepEP) is on; only the dense linear layers take this path.
 """
@@ -48,7 +50,8 @@ TRITON_AGAIN_FROM = "0.4.3.post3"
 DEEPGEMM_JIT_FROM = "0.4.4.post2"
 DEEPGEMM_OFF_FROM = "0.4.5.post1"
 PRECOMPILED_FROM = "0.4.6"
-ANY_HOPPER_OR_LATER_FROM = "0.5.3"
+ANY_HOPPER_OR_LATER_FROM = "0.4.7.post1"  # deep_gemm_wrapper/configurer.py: sm_version < 90 off
+HOPPER_ONLY_AGAIN = ("0.5.1",)  # 0.5.1's configurer.py: sm_version != 90 off; 0.5.1.post1 < 90
 FCFS_FROM = TRITON_AGAIN_FROM  # schedule_policy's default turns from lpm to fcfs
 
 
@@ -85,7 +88,8 @@ def fp8_gemm(release: str, hw: Hardware) -> tuple[str, bool, str, str]:
     if before(PRECOMPILED_FROM):
         why = f"{at}: Triton (SGL_ENABLE_JIT_DEEPGEMM default off, sglang#5263)"
         return "triton", False, why, aot
-    on = major == 9 or (major >= 9 and not before(ANY_HOPPER_OR_LATER_FROM))
+    any_sm90_on = not before(ANY_HOPPER_OR_LATER_FROM) and release not in HOPPER_ONLY_AGAIN
+    on = major == 9 or (major >= 9 and any_sm90_on)
     if on:
         why = f"{at}: DeepGEMM on {gpu} (SGL_ENABLE_JIT_DEEPGEMM default on, sglang#5628)"
         pre = (
