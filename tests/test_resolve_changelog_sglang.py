@@ -333,3 +333,15 @@ def test_resolve_follows_the_changelog(sample: Sample):
         assert got_after == pytest.approx(after, abs=5e-4)
     else:
         assert (got_before, got_after) == (before, after)
+
+
+def test_0_4_7_fraction_above_180000_mib_is_for_cuda_gpus_only():
+    """0.4.7's `gpu_mem > 180 * 1000 and is_cuda()` branch: B200 takes it, MI300X (192 GiB, ROCm)
+    keeps the 96 GiB formula of the branch after it."""
+    ref = _ref("0.4.7", MEM, "gpu_mem > 180 * 1000 and is_cuda()")
+    b200, mi300x = (resolve("sglang@0.4.7", load_hardware(g), load_model(LLAMA70), 8) for g in
+                    ("b200", "mi300x"))  # fmt: skip
+    assert b200.gpu_memory_utilization == value(ref)
+    mib = load_hardware("mi300x").hbm_bytes / MIB
+    assert mi300x.gpu_memory_utilization == pytest.approx(min(0.88 + 48 * 1024 * 0.12 / mib,
+                                                              (mib - 18 * 1024) / mib))  # fmt: skip

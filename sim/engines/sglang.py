@@ -243,7 +243,8 @@ def defaults(
     for knob, value in cpu.items():
         put(knob, value, rule)
     mla = model.mla is not None
-    frac, why = sglang_memory.mem_fraction(release, mem_mib, tp, chunk, graph_bs, mla)
+    cuda = hw.vendor == "nvidia"
+    frac, why = sglang_memory.mem_fraction(release, mem_mib, tp, chunk, graph_bs, mla, cuda)
     put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why} (srt/server_args.py)")
     backend, page, _ = attention_backend(engine, release, hw, model, "auto")
     put(

@@ -108,13 +108,20 @@ def chunk_and_graph_bs(release: str, mem_mib: float, tp: int) -> tuple[int, int,
 
 
 def mem_fraction(
-    release: str, mem_mib: float, tp: int, chunk: int, graph_bs: int, mla: bool = False
+    release: str,
+    mem_mib: float,
+    tp: int,
+    chunk: int,
+    graph_bs: int,
+    mla: bool = False,
+    cuda: bool = True,
 ) -> tuple[float, str]:
     """(mem_fraction_static, why) of SGLang `release`, by GPU memory, TP, the two derived sizes and
     whether the model runs an MLA attention backend."""
     v = version_tuple(release)
     if not _before(release, OVER_96_FROM) and _before(release, RESERVE_FROM) and mem_mib > 81920:
-        return _mem_fraction_047(mem_mib, tp, over_180k=not _before(release, "0.4.7"))
+        over_180k = cuda and not _before(release, "0.4.7")  # `gpu_mem > 180 * 1000 and is_cuda()`
+        return _mem_fraction_047(mem_mib, tp, over_180k)
     if _before(release, RESERVE_FROM):
         if not _before(release, BIG_GPU_FROM) and mem_mib > 81920:
             return round((mem_mib - 13 * GIB) / mem_mib, 3), "(GPU memory - 13 GiB) / GPU memory"
@@ -151,7 +158,8 @@ def mem_fraction(
 
 def _mem_fraction_047(mem_mib: float, tp: int, over_180k: bool) -> tuple[float, str]:
     """0.4.6.post2 .. 0.4.7 above 81,920 MiB: 0.88, or above 96 GiB the smaller of 0.88 + 48 GiB x
-    0.12 / memory and (memory - 18 GiB) / memory (not rounded); 0.4.7: 0.79 above 180,000 MiB."""
+    0.12 / memory and (memory - 18 GiB) / memory (not rounded); 0.4.7: 0.79 above 180,000 MiB on
+    a CUDA GPU (an AMD one keeps the formula)."""
     if over_180k and mem_mib > 180000:
         return 0.79, "0.79 (GPU memory above 180,000 MiB)"
     if mem_mib > 96 * GIB:
