@@ -217,6 +217,10 @@ SAMPLES = (
            _ref("0.5.3rc2", GRAPHS, "gpu_mem < 35 * 1024 | not (self.tp_size < 4)", "before"),
            _ref("0.5.3rc2", GRAPHS, "gpu_mem < 35 * 1024 | self.cuda_graph_max_bs is None | "
                 "not (self.tp_size < 4)")),
+    Sample("0.5.4.post1", "graph_max_bs", "l4", LLAMA8, 1,
+           _ref("0.5.4.post1", GRAPHS, "self.cuda_graph_max_bs is None | self.tp_size < 4",
+                "before"),
+           _ref("0.5.4.post1", GRAPHS, "self.cuda_graph_max_bs is None | self.tp_size < 4")),
 )  # fmt: skip
 
 # The changelog's values as the simulator names them.

@@ -36,7 +36,8 @@ model_runner.py, utils.py): 0.3.5.post2 (memory tiers below 25,000 MiB), 0.4.0 (
 (Triton on ROCm), 0.4.6.post5 (aiter on ROCm), 0.5.0rc0 and
 0.5.0rc2 (gpt-oss's backend): sim/engines/sglang_attention.py; 0.5.1 and 0.5.1.post1 (DeepGEMM
 on SM90 alone, then on SM90 and later again): sim/engines/sglang_fp8.py; 0.5.3rc2, whose
-package is 0.5.3's but for version.py: the rules of 0.5.3. Releases
+package is 0.5.3's but for version.py: the rules of 0.5.3; 0.5.4.post1 (graphs to 24, not 16,
+on 20-35 GiB GPUs at TP < 4): sim/engines/sglang_memory.py. Releases
 checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -85,6 +86,7 @@ RELEASES = (
     "0.5.1.post1",
     "0.5.3rc2",
     "0.5.3",
+    "0.5.4.post1",
     "0.5.6",
     "0.5.10",
     "0.5.23",

@@ -26,7 +26,8 @@ Read from each release's srt/server_args.py and model_executor/cuda_graph_runner
   chunk and cuda_graph_max_bs by GPU tier, then reserve = 512 MiB + 1.5 x max(chunk, 2048) MiB
   + 2 x cuda_graph_max_bs MiB + TP x PP / 8 GiB, at least 10 GiB above 60 GiB; the capture
   sizes are 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32. Below 35 GiB at
-  TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.6-0.5.10.post1; 80 at TP >= 4), 48 (0.5.23,
+  TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.4.post1-0.5.10.post1, read in the 0.5.4.post1
+  wheel; 80 at TP >= 4), 48 (0.5.23,
   160 at TP >= 4, chunk 4096; srt/arg_groups/memory_hook.py). Piecewise CUDA graphs are off by
   default through 0.5.9 (enable_piecewise_cuda_graph False) and on from 0.5.10
   (disable_piecewise_cuda_graph False): 8 MiB more per captured token count, 1.5 GiB for an MLA
@@ -44,6 +45,7 @@ TIERS_FROM = "0.3.5.post2"  # below 25,000 MiB: chunk // 4, graphs to 4
 BIG_GPU_FROM = "0.4.5.post3"  # above 81,920 MiB: (memory - 13 GiB) / memory, graphs to 256
 OVER_96_FROM = "0.4.6.post2"  # 0.88 above 81,920 MiB, the 96 GiB tier of fraction and graphs
 RESERVE_FROM = "0.4.7.post1"  # (memory - reserve) / memory, chunk by 35 / 160 GiB
+GRAPHS_24_FROM = "0.5.4.post1"  # 20-35 GiB at TP < 4: graphs to 24, not 16 (server_args.py)
 MEM_FRACTION_BY_TP = {  # 0.3.0-0.3.5, 0.3.6, and 0.4.0 on on GPUs of 80 GiB or less
     "0.3.0": ((16, 0.79), (8, 0.83), (4, 0.85), (2, 0.87), (1, 0.88)),
     "0.3.6": ((16, 0.79), (8, 0.82), (4, 0.85), (2, 0.87), (1, 0.88)),
@@ -94,7 +96,7 @@ def chunk_and_graph_bs(release: str, mem_mib: float, tp: int) -> tuple[int, int,
         )
         return chunk, bs, rule
     newest = v >= (0, 5, 23)  # srt/arg_groups/memory_hook.py: chunk 4096, graphs 48 / 160
-    small_bs = 16 if v < (0, 5, 6) else 48 if newest else 24
+    small_bs = 16 if _before(release, GRAPHS_24_FROM) else 48 if newest else 24
     tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
         (20, 2048, 8, 8),
         (35, 4096 if newest else 2048, small_bs, 160 if newest else 80),
