@@ -349,3 +349,19 @@ def test_0_4_7_fraction_above_180000_mib_is_for_cuda_gpus_only():
     mib = load_hardware("mi300x").hbm_bytes / MIB
     assert mi300x.gpu_memory_utilization == pytest.approx(min(0.88 + 48 * 1024 * 0.12 / mib,
                                                               (mib - 18 * 1024) / mib))  # fmt: skip
+
+
+def test_reviewed_releases_cover_every_modelled_change_and_have_no_rule_set():
+    """sim/engines/changelogs/reviewed_sglang.yaml: each release listed changed something
+    modelled (the changelog says so), has no rule set of its own, and gives a reason for every
+    modelled setting its changelog entry names."""
+    from sim.engines import sglang
+
+    reviewed = yaml.safe_load((CHANGELOG.parent / "reviewed_sglang.yaml").read_text())
+    assert len(reviewed) >= 20
+    for release, items in reviewed.items():
+        entry = changelog()[release]
+        assert entry["modelled_change"] and release not in sglang.RELEASES, release
+        modelled = {c["setting"] for c in entry["changes"] if c["modelled"]}
+        assert all(set(item) == {"setting", "why"} and item["why"] for item in items), release
+        assert {item["setting"] for item in items} == modelled, release
