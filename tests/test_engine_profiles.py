@@ -205,9 +205,9 @@ def test_every_release_resolves_on_every_gpu_kind():
 def test_between_releases_takes_the_earlier_rules_and_says_so():
     name, version, rule_set = parse_engine_spec("vllm@0.9.0.1")
     assert (name, version, rule_set) == ("vllm", "0.9.0.1", "0.9.0")
-    s = resolve("vllm@0.13.0", load_hardware("h100-sxm"), load_model("llama-3.1-8b"), 1)
-    assert s.rule_set == "0.12.0"
-    assert "vllm 0.13.0 (rules of 0.12.0)" in s.rules["cudagraph_mode"]
+    s = resolve("vllm@0.16.0", load_hardware("h100-sxm"), load_model("llama-3.1-8b"), 1)
+    assert s.rule_set == "0.15.0"
+    assert "vllm 0.16.0 (rules of 0.15.0)" in s.rules["cudagraph_mode"]
 
 
 @pytest.mark.parametrize(

@@ -268,3 +268,24 @@ def test_resolve_follows_the_changelog(release, setting, piece, before, after, f
         assert _observed(setting, then) != _expected(setting, change["after"], entry, then)
     else:
         assert _observed(setting, then) == _expected(setting, change["before"], entry, then)
+
+
+@pytest.mark.parametrize(
+    ("release", "gpu", "backend"),
+    [
+        ("0.12.0", "h100-sxm", "FLASH_ATTN_FA3"),  # before PrefixLM attention
+        ("0.13.0", "h100-sxm", "TRITON_ATTN"),  # FlashAttention 3 refuses it
+        ("0.13.0", "a100-80gb", "TRITON_ATTN"),
+        ("0.18.0", "b200", "TRITON_ATTN"),  # FlashInfer refuses it too
+        ("0.24.0", "h100-sxm", "TRITON_ATTN"),
+        ("0.24.0", "b200", "FLASH_ATTN_FA4"),  # FlashAttention 4 takes it
+        ("0.24.0", "rtx-pro-6000", "TRITON_ATTN"),  # FlashAttention 2 there
+    ],
+)
+def test_gemma3_attends_over_images_with_a_backend_that_takes_prefix_lm(release, gpu, backend):
+    """Not in the changelog (the backends' supports_mm_prefix is a method, not a setting):
+    read in the 0.13.0-0.29.0 wheels (v1/attention/backends/*.py, fa_utils.py)."""
+    s = _resolve(release, (gpu, "gemma-3-27b-it", 1, "server", {}))
+    assert s.attention_backend == backend
+    llama = _resolve(release, (gpu, L8, 1, "server", {}))
+    assert llama.attention_backend != "TRITON_ATTN"  # the rule is Gemma 3's alone

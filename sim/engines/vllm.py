@@ -14,6 +14,7 @@ from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
 from sim.engines.v1_oracle import V1_FROM, v0_cannot_serve, v0_fallback
 from sim.engines.versions import version_tuple
+from sim.engines.vllm_attention import attention_backend, windowed
 from sim.engines.vllm_budget import CAPTURE_MAX, budgets, capture_sizes  # noqa: F401 (resolve.py's)
 from sim.errors import UserError
 from sim.specs.hardware import Hardware
@@ -50,11 +51,13 @@ RELEASES = (
     "0.11.0",
     "0.11.1",
     "0.12.0",
+    "0.13.0",  # Gemma 3 (PrefixLM over images) -> Triton attention (v1/attention/backends)
     "0.14.0",
     "0.15.0",  # Blackwell MLA: FlashInfer MLA forced, block 64 (platforms/cuda.py)
     "0.18.0",  # ... chosen by the selector at its smallest block, 32 (platforms/interface.py)
     "0.19.0",
     "0.20.0",
+    "0.24.0",  # ... except on compute capability 10, where FlashAttention 4 takes it
     "0.28.0",
     "0.33.0",
 )
@@ -192,7 +195,7 @@ def defaults(
     put("max_model_len", max_len, "derived from the model: max_position_embeddings")
     if v1:
         put("enable_chunked_prefill", True, f"{at}: V1 always chunks prefills ({SRC_AU})")
-    elif v >= (0, 5, 3) and max_len > 32768 and not _windowed(model) and not _mla_v0(v, model):
+    elif v >= (0, 5, 3) and max_len > 32768 and not windowed(model) and not _mla_v0(v, model):
         put(
             "enable_chunked_prefill",
             True,
@@ -342,84 +345,10 @@ def defaults(
     return values, rules, APPLICABLE_V1 if v1 else APPLICABLE_V0, NAMES
 
 
-def attention_backend(
-    engine: str, release: str, hw: Hardware, model: ModelSpec, kv_dtype: str, v1: bool = True
-) -> tuple[str, int, str]:
-    """(backend, block size, rule), following the attention selector of that release
-    (attention/selector.py through 0.6; platforms/cuda.py from 0.7)."""
-    v = version_tuple(release)
-    v1 = v1 and v >= V1_FROM
-    at = f"vllm {release}"
-    if hw.vendor == "amd":
-        return "ROCM_ATTN", 16, f"{at}: ROCm platform"
-    major = int(hw.compute_capability.split(".")[0])
-    cc = f"compute capability {hw.compute_capability}"
-    if model.mla is not None:
-        if not v1:
-            return "TRITON_MLA", 16, f"{at}: V0 MLA -> Triton MLA"
-        if major == 10:
-            if v >= (0, 33, 0):
-                return "FLASHINFER_MLA", 32, f"{at}: MLA on {cc}: FlashInfer MLA first"
-            dense = model.indexer is None
-            if v >= (0, 18, 0) and dense and model.mla.qk_nope_head_dim in (64, 128):
-                return (  # the first valid backend, at the smallest block size it takes (32, 64)
-                    "FLASHINFER_MLA",  # (platforms/interface.py, attention/backends/mla/
-                    32,  # flashinfer_mla.py of the 0.18.0 wheel)
-                    f"{at}: MLA on {cc}: FlashInfer MLA first, block 32 (its smallest)",
-                )
-            if v >= (0, 15, 0) and dense and model.mla.qk_nope_head_dim == 128:
-                return (  # platforms/cuda.py check_and_update_config (0.15.0 wheel)
-                    "FLASHINFER_MLA",
-                    64,
-                    f"{at}: MLA on {cc}, qk_nope_head_dim 128, not sparse: FlashInfer MLA forced "
-                    "(block 64)",
-                )
-            if v >= (0, 10, 1):  # platforms/cuda.py check_and_update_config (0.10.1 wheel)
-                return "CUTLASS_MLA", 128, f"{at}: MLA on {cc}: CUTLASS MLA (block 128)"
-        if major == 9:
-            if v >= (0, 12, 0):
-                return "FLASH_ATTN_MLA", 16, f"{at}: MLA on {cc}: FlashAttention MLA first"
-            return "FLASHMLA", 64, f"{at}: MLA on {cc}: FlashMLA (block 64)"
-        return "TRITON_MLA", 16, f"{at}: MLA on {cc}: Triton MLA"
-    if v < (0, 4, 3):
-        return "XFORMERS", 16, f"{at}: flash_attn is not a dependency of 0.4.0 -> xFormers"
-    if not v1:
-        windowed = _windowed(model) and v < (0, 6, 4)
-        if major < 8 or kv_dtype == "fp8" or windowed:
-            why = "FP8 KV cache" if kv_dtype == "fp8" else "sliding window" if windowed else cc
-            return "XFORMERS", 16, f"{at}: V0 falls back to xFormers ({why})"
-        fa3 = v >= (0, 7, 0) and major >= 9
-        return (
-            f"FLASH_ATTN_FA{3 if fa3 else 2}",
-            16,
-            f"{at}: V0 FlashAttention {3 if fa3 else 2} on {cc}",
-        )
-    if major == 10 and v >= (0, 9, 1):
-        return "FLASHINFER", 16, f"{at}: {cc} (Blackwell) prefers FlashInfer (0.9.1)"
-    sinks = model.architecture.startswith("GptOss")
-    if sinks and major != 9 and v >= (0, 10, 1):
-        return "TRITON_ATTN", 16, f"{at}: attention sinks on {cc} -> Triton"
-    if kv_dtype == "fp8" and major != 9:
-        if v >= (0, 12, 0):
-            return (
-                "FLASHINFER",
-                16,
-                f"{at}: FP8 KV cache on {cc}: FlashAttention invalid -> FlashInfer",
-            )
-        if v >= (0, 11, 0):
-            return "TRITON_ATTN", 16, f"{at}: FP8 KV cache on {cc} -> Triton"
-    fa = 3 if major == 9 else 2
-    return f"FLASH_ATTN_FA{fa}", 16, f"{at}: {cc} -> FlashAttention {fa}"
-
-
 def _mla_v0(v: tuple, model: ModelSpec) -> bool:
     """vLLM runs `model` as MLA: from 0.7.1 (config.py VllmConfig.__post_init__ use_mla; until
     then DeepSeek-V3 ran as plain attention)."""
     return model.mla is not None and v >= (0, 7, 1)
-
-
-def _windowed(model: ModelSpec) -> bool:
-    return any(layer.window_tokens for layer in model.layers)
 
 
 def _graphs(v, v1: bool, at: str, values: dict, rules: dict) -> None:
