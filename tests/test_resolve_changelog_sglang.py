@@ -74,6 +74,7 @@ SMALL = "gpu_mem is not None and gpu_mem < 25000"
 OVER_96 = "self.mem_fraction_static is None | gpu_mem > 96 * 1024"
 NEW_TIERS = "_handle_gpu_memory_settings | gpu_mem is not None | not (gpu_mem < 20 * 1024)"
 V3, LLAMA8, LLAMA70, OSS = "deepseek-v3", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b"
+KIMI, QWEN3_NEXT = "kimi-linear-48b-a3b", "qwen3-next-80b-a3b"
 
 SAMPLES = (
     # 0.3.x: memory tiers (GPU memory), mem_fraction_static (TP), the overlap scheduler
@@ -221,6 +222,14 @@ SAMPLES = (
            _ref("0.5.4.post1", GRAPHS, "self.cuda_graph_max_bs is None | self.tp_size < 4",
                 "before"),
            _ref("0.5.4.post1", GRAPHS, "self.cuda_graph_max_bs is None | self.tp_size < 4")),
+    # models of linear-attention layers: Kimi-Linear's radix cache, Qwen3-Next's overlap
+    Sample("0.5.4.post2", "enable_prefix_caching", "h200", KIMI, 4,
+           _ref("0.5.20", "disable_radix_cache", "ServerArgs", "before"),
+           _ref("0.5.4.post2", "disable_radix_cache", "model_arch in ['KimiLinearForCausalLM']")),
+    Sample("0.5.5.post2", "async_scheduling", "h200", QWEN3_NEXT, 4,
+           _ref("0.3.6", "disable_overlap_schedule", "ServerArgs"),
+           _ref("0.5.5.post2", "disable_overlap_schedule",
+                "model_arch in ['Qwen3NextForCausalLM'] | not self.disable_radix_cache")),
 )  # fmt: skip
 
 # The changelog's values as the simulator names them.
@@ -233,6 +242,7 @@ BACKENDS = {  # (SGLang's backend, MLA model) -> resolve()'s attention_backend
     ("triton", True): "TRITON_MLA",
 }
 ENV_TRUE = ("1", "true")
+SWITCHES = ("enable_overlap_schedule", "disable_overlap_schedule", "disable_radix_cache")
 _OPS = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -290,7 +300,7 @@ def evaluate(text: str, names: dict):
 def expected(sample: Sample, ref: Ref, hw, model):
     """What resolve() must give for the changelog's value at `ref`."""
     raw = value(ref)
-    if ref.setting in ("enable_overlap_schedule", "disable_overlap_schedule"):
+    if ref.setting in SWITCHES:  # disable_*: the knob is its negation
         return raw if ref.setting.startswith("enable") else not raw
     if ref.setting == DEEPGEMM:  # on by default -> DeepGEMM on Hopper; off -> Triton there
         return "deepgemm" if str(raw).lower() in ENV_TRUE else "triton"

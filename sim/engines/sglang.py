@@ -37,7 +37,9 @@ model_runner.py, utils.py): 0.3.5.post2 (memory tiers below 25,000 MiB), 0.4.0 (
 0.5.0rc2 (gpt-oss's backend): sim/engines/sglang_attention.py; 0.5.1 and 0.5.1.post1 (DeepGEMM
 on SM90 alone, then on SM90 and later again): sim/engines/sglang_fp8.py; 0.5.3rc2, whose
 package is 0.5.3's but for version.py: the rules of 0.5.3; 0.5.4.post1 (graphs to 24, not 16,
-on 20-35 GiB GPUs at TP < 4): sim/engines/sglang_memory.py. Releases
+on 20-35 GiB GPUs at TP < 4): sim/engines/sglang_memory.py; 0.5.4.post2 (Kimi-Linear without the
+radix cache) and 0.5.5.post2 (Qwen3-Next's radix cache turns the overlap scheduler off):
+_hybrid_models below. Releases
 checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -52,7 +54,7 @@ from dataclasses import replace
 from sim.engines import sglang_03, sglang_attention, sglang_fp8, sglang_memory
 from sim.engines.overheads import cpu_overheads
 from sim.engines.settings import user_value
-from sim.engines.versions import version_tuple
+from sim.engines.versions import release_key, version_tuple
 from sim.specs.hardware import Hardware
 from sim.specs.model import ModelSpec
 
@@ -87,6 +89,8 @@ RELEASES = (
     "0.5.3rc2",
     "0.5.3",
     "0.5.4.post1",
+    "0.5.4.post2",
+    "0.5.5.post2",
     "0.5.6",
     "0.5.10",
     "0.5.23",
@@ -112,6 +116,9 @@ MIN_RATIO_FACTOR = 0.14  # min_new_token_ratio = init x 0.14
 DECAY_STEPS = 600  # the ratio falls from init to min over 600 decode steps
 OLD_MIN_RATIO = 0.1  # before 0.3.5: base_min_new_token_ratio (x schedule_conservativeness)
 OLD_DECAY = 0.001  # before 0.3.5: new_token_ratio_decay per decode step
+KIMI_NO_RADIX_FROM = "0.5.4.post2"  # server_args.py: KimiLinearForCausalLM -> no radix cache
+QWEN3_NEXT_FROM = "0.5.5.post2"  # Qwen3NextForCausalLM with the radix cache -> no overlap
+MAMBA_ARG_GROUPS_FROM = "0.5.23"  # srt/arg_groups/overrides.py: not read for these two
 LPM_MAX_QUEUE = 128  # 0.3.5+: above this many waiting requests, lpm falls back to fcfs
 APPLICABLE = (
     "max_num_seqs",
@@ -220,6 +227,8 @@ def defaults(
     put("preemption_mode", "recompute", f"{at}: retracted requests are recomputed")
     put("scheduler_reserve_full_isl", False, "not an SGLang setting")
     put("async_scheduling", *_overlap(v, at))
+    for knob, (value, rule) in _hybrid_models(release, model, overrides or {}, at).items():
+        put(knob, value, rule)
     put("enable_mixed_chunk", False, f"{at}: enable_mixed_chunk off (server_args.py)")
     put("async_output_proc", True, f"{at}: detokenisation in its own process")
     put("num_scheduler_steps", 1, "not an SGLang setting")
@@ -276,6 +285,31 @@ def _names(v) -> dict:
         if v >= (0, 3, 4):
             names["async_scheduling"] = "enable_overlap_schedule"
     return names
+
+
+def _hybrid_models(release: str, model: ModelSpec, overrides: dict, at: str) -> dict:
+    """Kimi-Linear and Qwen3-Next, models of linear-attention layers (server_args.py
+    model-specific adjustments, read in the 0.5.4.post2, 0.5.5.post2, 0.5.6 and 0.5.10 wheels):
+    Kimi-Linear runs without the radix cache from 0.5.4.post2; Qwen3-Next with it (its
+    MambaRadixCache) turns the overlap scheduler off from 0.5.5.post2 (0.5.10: the default
+    no_buffer strategy does the same). 0.5.23's srt/arg_groups/ give both a mamba radix cache
+    that is not read here, so its rules are left as they were."""
+    key = release_key(release)
+    if key >= release_key(MAMBA_ARG_GROUPS_FROM):
+        return {}
+    if model.architecture == "KimiLinearForCausalLM" and key >= release_key(KIMI_NO_RADIX_FROM):
+        return {"enable_prefix_caching": (False, f"{at}: radix cache off for KimiLinearForCausalLM"
+                                          " (server_args.py: not yet supported)")}  # fmt: skip
+    if model.architecture == "Qwen3NextForCausalLM" and key >= release_key(QWEN3_NEXT_FROM):
+        radix = not _truthy(overrides.get("disable_radix_cache", False))
+        if radix and _truthy(overrides.get("enable_prefix_caching", True)):
+            why = f"{at}: overlap scheduler off: Qwen3-Next's MambaRadixCache does not overlap"
+            return {"async_scheduling": (False, why + " (server_args.py)")}
+    return {}
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _overlap(v, at: str) -> tuple[bool, str]:
