@@ -195,3 +195,16 @@ def test_the_refusal_comes_from_the_checks_before_a_run():
             ]
         ):
             check(cfg)
+
+
+def test_eager_v0_runs_without_async_output_processing():
+    """vLLM V0 on CUDA turns async output processing off under enforce_eager ("enforce-eager is
+    enabled, async output processor cannot be used", ModelConfig.verify_async_output_proc,
+    0.6.3's config.py); V1 processes outputs in its frontend process either way."""
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    v0 = resolve("vllm@0.6.3", hw, model, 1)
+    eager = resolve("vllm@0.6.3", hw, model, 1, overrides={"enforce_eager": True})
+    assert v0.async_output_proc and not eager.async_output_proc
+    assert "async output off when eager" in eager.rules["async_output_proc"]
+    v1 = resolve("vllm@0.12.0", hw, model, 1, overrides={"enforce_eager": True})
+    assert v1.async_output_proc

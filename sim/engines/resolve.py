@@ -269,6 +269,11 @@ def _special(engine: str, rule_set: str, key: str, value, values: dict, rules: d
             if _coerce(key, value, bool):
                 values["cudagraph_mode"], values["compile"] = "NONE", False
                 rules["cudagraph_mode"] = rules["compile"] = rule
+                if engine == "vllm" and values.get("scheduler") == "vllm_v0":
+                    # V0 on CUDA: "enforce-eager is enabled, async output processor cannot be
+                    # used" (ModelConfig.verify_async_output_proc, config.py, 0.6.0-0.10.x)
+                    values["async_output_proc"] = False
+                    rules["async_output_proc"] = f"{rule}: V0 turns async output off when eager"
         case "max_cudagraph_capture_size" | "cuda_graph_max_bs":
             values["max_capture"] = _coerce(key, value, int)
             rules["cudagraph_capture_sizes"] = rule
