@@ -83,6 +83,11 @@ def test_list_every_catalogue_from_its_files(capsys):
     assert "Why did the upgrade change throughput and latency?" in listing("scenarios")
     engines = listing("engines")
     assert "vllm    0.4.0 .. 0.33.x" in engines and "sglang" in engines
+    # each rule set with what its releases' changelogs name since the rule set before
+    (deepgemm,) = [x for x in engines.splitlines() if x.strip().startswith("sglang@0.4.4.post2 ")]
+    assert "SGL_ENABLE_JIT_DEEPGEMM" in deepgemm
+    (trt,) = [x for x in engines.splitlines() if x.strip().startswith("trtllm@1.0.0 ")]
+    assert "not read" in trt
     with pytest.raises(UserError, match="--list nope: not a catalogue; choose one of: models"):
         listing("nope")
 

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from sim.cost.prior import PROFILE_DIR
+from sim.engines.changelog import rule_set_changes
 from sim.engines.published import known_releases
 from sim.engines.resolve import ENGINES
 from sim.engines.versions import version_tuple
@@ -143,7 +144,31 @@ def _engines() -> tuple[str, list[str]]:
         "Engines (engine=NAME@VERSION, a published release (sim/engines/published.py); one "
         "without rules of its own takes the nearest earlier rule set's, and the run says so):"
     )
-    return title, _table(rows)
+    return title, _table(rows) + _rule_sets()
+
+
+def _rule_sets(shown: int = 6) -> list[str]:
+    """Each rule set with the modelled settings its releases' changelogs name since the rule
+    set before (sim/engines/changelog.py), and how many published releases it stands for."""
+    lines = [
+        "",
+        "  Rule sets and what each changed (the modelled settings the changelogs name since the "
+        "rule set before, sim/engines/changelogs/; every release: python -m "
+        "tools.engine_changelog --coverage):",
+    ]
+    for name, family in ENGINES.items():
+        releases = family.releases(name)
+        if len(releases) == 1:
+            continue
+        for c in rule_set_changes(name, releases):
+            names = ", ".join(c.settings[:shown])
+            more = f" and {len(c.settings) - shown} more" if len(c.settings) > shown else ""
+            what = (names + more) if c.settings else "no modelled setting named"
+            if not c.read:
+                what = "not read (no changelog of this release)"
+            spec = f"{name}@{c.release}"
+            lines.append(f"    {spec:<20} {what} ({c.releases} release{'s' * (c.releases > 1)})")
+    return lines
 
 
 def _group(group: str) -> tuple[str, list[str]]:
