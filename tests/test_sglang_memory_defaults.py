@@ -25,9 +25,9 @@ def settings(spec: str, gpu: str, tp: int = 1, model: str = "llama-3.1-8b"):
         ("sglang@0.5.1.post1", "0.5.1.post1"),
         ("sglang@0.5.2", "0.5.1.post1"),
         ("sglang@0.5.3.post1", "0.5.3"),
-        ("sglang@0.5.6.post2", "0.5.6"),
-        ("sglang@0.5.8.post1", "0.5.6"),
-        ("sglang@0.5.9", "0.5.6"),
+        ("sglang@0.5.6.post2", "0.5.6.post1"),
+        ("sglang@0.5.8.post1", "0.5.8"),
+        ("sglang@0.5.9", "0.5.8"),
         ("sglang@0.5.10", "0.5.10"),
     ],
 )

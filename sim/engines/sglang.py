@@ -39,8 +39,9 @@ on SM90 alone, then on SM90 and later again): sim/engines/sglang_fp8.py; 0.5.3rc
 package is 0.5.3's but for version.py: the rules of 0.5.3; 0.5.4.post1 (graphs to 24, not 16,
 on 20-35 GiB GPUs at TP < 4): sim/engines/sglang_memory.py; 0.5.4.post2 (Kimi-Linear without the
 radix cache) and 0.5.5.post2 (Qwen3-Next's radix cache turns the overlap scheduler off):
-_hybrid_models below. Releases
-checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
+_hybrid_models below; 0.5.6.post1 (trtllm_mha on every Blackwell, SM120 included), 0.5.7 (on
+SM100 alone) and 0.5.8 (FA3 for every MHA model on Hopper): sim/engines/sglang_attention.py.
+Releases checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
 managers/scheduler.py and schedule_policy.py) lets a prefill step carry the running decodes:
@@ -92,6 +93,9 @@ RELEASES = (
     "0.5.4.post2",
     "0.5.5.post2",
     "0.5.6",
+    "0.5.6.post1",
+    "0.5.7",
+    "0.5.8",
     "0.5.10",
     "0.5.23",
 )

@@ -15,9 +15,17 @@ before) and srt/utils.py (`is_fa3_default_architecture`, the architectures that 
   (model_runner.py), a backend the simulator does not price: FlashInfer's costs stand in.
 - gpt-oss (server_args.py): Triton from 0.5.0rc0; from 0.5.0rc2 trtllm_mha (page 64) on SM100,
   FA3 on SM90, Triton elsewhere (0.5.1 adds is_cuda(), the same outcome on NVIDIA GPUs).
-- 0.5.3rc2 on (its package differs from 0.5.3's only in version.py): FA3 on every Hopper model,
-  TRT-LLM MHA (page 64) on Blackwell, FlashInfer MLA for MLA on Blackwell, Triton for attention
-  sinks elsewhere (the rule sets 0.5.3 on, as sim/engines/sglang.py lists where they were read).
+- 0.5.3rc2 on (its package differs from 0.5.3's only in version.py): FlashInfer MLA for MLA on
+  Blackwell, Triton for attention sinks elsewhere; an MHA model without a model-specific branch
+  takes FA3 on Hopper only when utils.py's list names it (the 0.4.6.post5 list for the
+  catalogue's architectures: Mistral, Mixtral, MiniMax-Text-01 take FlashInfer) and FlashInfer on
+  Blackwell (model_runner.py in 0.5.3, server_args.py _handle_attention_backend_compatibility in
+  0.5.4.post1-0.5.6; read in the 0.5.3, 0.5.4.post1, 0.5.4.post2, 0.5.5.post2, 0.5.6 wheels).
+- 0.5.6.post1: `elif is_blackwell()` (compute capability 10 or 12, utils/common.py) ->
+  trtllm_mha, page 64 (read in 0.5.6.post1 and 0.5.6.post2); 0.5.7: `is_sm100_supported()`
+  only, SM120 (RTX PRO 6000) back to FlashInfer; 0.5.8: FA3 for every MHA model on Hopper, the
+  list no longer consulted ("flashinfer 0.6.1 caused performance regression on Hopper",
+  sglang issue #17411; read in 0.5.8, 0.5.8.post1, 0.5.9 and 0.5.10).
 """
 
 from __future__ import annotations
@@ -32,6 +40,15 @@ AITER_FROM = "0.4.6.post5"  # model_runner.py: ROCm -> aiter, a backend the simu
 GPT_OSS_FROM = "0.5.0rc0"  # server_args.py: gpt-oss -> triton
 GPT_OSS_BY_GPU_FROM = "0.5.0rc2"  # ... trtllm_mha on SM100, fa3 on SM90, else triton
 NEWEST_FROM = "0.5.3rc2"  # the rules of the 0.5.3 line (0.5.3rc2's package is 0.5.3's)
+BLACKWELL_TRTLLM_FROM = "0.5.6.post1"  # server_args.py: is_blackwell() -> trtllm_mha, page 64
+SM100_TRTLLM_FROM = "0.5.7"  # ... is_sm100_supported() only: SM120 back to FlashInfer
+HOPPER_FA3_ALL_FROM = "0.5.8"  # FA3 for every MHA model on Hopper (issue #17411)
+# Qwen3-Next on SM100 -> triton (server_args.py _handle_model_specific_adjustments, then
+# _handle_mamba_radix_cache's sm100_default_attention_backend), read in 0.5.6-0.5.10 (absent in
+# 0.5.5.post2); 0.5.10 takes trtllm_mha only without the radix cache (on by default). 0.5.23's
+# arg_groups/model_overrides/qwen3_5.py keeps the choice but ties it to a mamba strategy not
+# read here, so its rule set keeps the generic SM100 branch.
+QWEN3_NEXT_TRITON = ("0.5.6", "0.5.23")
 _GEMMA3 = "Gemma3ForConditionalGeneration"
 _BASE = ("Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM")
 FA3_ARCHITECTURES = (  # (from release, utils.py is_fa3_default_architecture's list)
@@ -115,15 +132,37 @@ def attention_backend(release: str, hw: Hardware, model: ModelSpec) -> tuple[str
             return "FLASH_ATTN_FA3", 1, f"{at}: gpt-oss on SM90 -> fa3 (server_args.py)"
         return "TRITON_ATTN", 1, f"{at}: gpt-oss -> triton (server_args.py)"
     if newest:
-        if major == 9:
-            return "FLASH_ATTN_FA3", 1, f"{at}: Hopper -> fa3 (FlashInfer regression, #17411)"
-        if major == 10:
-            return "TRTLLM", 64, f"{at}: Blackwell -> trtllm_mha (page 64)"
-        if model.architecture.startswith("GptOss"):
-            return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
-    elif fa3 and major == 9:
+        return _newest(release, at, major, model)
+    if fa3 and major == 9:
         names, start = fa3_architectures(release)
         if model.architecture in names:
             why = f"{at}: fa3 on Hopper for {model.architecture} (utils.py, list of {start})"
             return "FLASH_ATTN_FA3", 1, why
+    return "FLASHINFER", 1, f"{at}: flashinfer"
+
+
+def _newest(release: str, at: str, major: int, model: ModelSpec) -> tuple[str, int, str]:
+    """The 0.5.3rc2 on rules for an MHA model (server_args.py, as the module docstring lists)."""
+    gpt_oss = model.architecture.startswith("GptOss")
+    if major == 9:
+        if _from(release, HOPPER_FA3_ALL_FROM):
+            return "FLASH_ATTN_FA3", 1, f"{at}: Hopper -> fa3 (FlashInfer regression, #17411)"
+        names, start = fa3_architectures(release)
+        if gpt_oss or model.architecture in names:
+            why = f"{at}: fa3 on Hopper for {model.architecture} (utils.py, list of {start})"
+            return "FLASH_ATTN_FA3", 1, why
+        why = f"{at}: {model.architecture} not in utils.py's fa3 list -> flashinfer"
+        return "FLASHINFER", 1, why
+    first, past = QWEN3_NEXT_TRITON
+    qwen3_next = model.architecture == "Qwen3NextForCausalLM" and major == 10
+    if qwen3_next and _from(release, first) and not _from(release, past):
+        return "TRITON_ATTN", 1, f"{at}: Qwen3-Next on SM100 -> triton (server_args.py)"
+    llama4 = "Llama4" in model.architecture  # its own branch: trtllm_mha on SM100
+    if major == 10 and (gpt_oss or llama4 or _from(release, BLACKWELL_TRTLLM_FROM)):
+        return "TRTLLM", 64, f"{at}: Blackwell (SM100) -> trtllm_mha (page 64)"
+    sm120 = major == 12 and not gpt_oss
+    if sm120 and _from(release, BLACKWELL_TRTLLM_FROM) and not _from(release, SM100_TRTLLM_FROM):
+        return "TRTLLM", 64, f"{at}: is_blackwell() (SM120) -> trtllm_mha (page 64)"
+    if gpt_oss:
+        return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
     return "FLASHINFER", 1, f"{at}: flashinfer"
