@@ -75,6 +75,14 @@ OVER_96 = "self.mem_fraction_static is None | gpu_mem > 96 * 1024"
 NEW_TIERS = "_handle_gpu_memory_settings | gpu_mem is not None | not (gpu_mem < 20 * 1024)"
 V3, LLAMA8, LLAMA70, OSS = "deepseek-v3", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b"
 KIMI, QWEN3_NEXT = "kimi-linear-48b-a3b", "qwen3-next-80b-a3b"
+HOPPER = "is_hopper_with_cuda_12_3() and is_no_spec_infer_or_topk_one(self)"
+FA3_ARCH = "is_fa3_default_architecture(self.model_config.hf_config)"
+FA3_LIST = f"not ({HOPPER} and {FA3_ARCH})"
+BLACKWELL = "is_blackwell() and is_no_spec_infer_or_topk_one(self)"
+SM100 = (
+    "is_sm100_supported() and is_no_spec_infer_or_topk_one(self) and "
+    "(self.speculative_algorithm is None or self.speculative_eagle_topk is not None)"
+)
 
 SAMPLES = (
     # 0.3.x: memory tiers (GPU memory), mem_fraction_static (TP), the overlap scheduler
@@ -230,6 +238,40 @@ SAMPLES = (
            _ref("0.3.6", "disable_overlap_schedule", "ServerArgs"),
            _ref("0.5.5.post2", "disable_overlap_schedule",
                 "model_arch in ['Qwen3NextForCausalLM'] | not self.disable_radix_cache")),
+    # the default MHA backend (_handle_attention_backend_compatibility): 0.5.6.post1 trtllm_mha on
+    # every Blackwell (SM100 and SM120), 0.5.7 on SM100 alone, 0.5.8 FA3 on Hopper for any model
+    Sample("0.5.6.post1", ATTN, "rtx-pro-6000", LLAMA8, 1,
+           _ref("0.5.6.post1", ATTN, f"{FA3_LIST} | not (is_hip()) | not (is_npu())", "before"),
+           _ref("0.5.6.post1", ATTN, f"{FA3_LIST} | {BLACKWELL}")),
+    Sample("0.5.6.post1", ATTN, "b200", LLAMA8, 1,
+           _ref("0.5.6.post1", ATTN, f"{FA3_LIST} | not (is_hip()) | not (is_npu())", "before"),
+           _ref("0.5.6.post1", ATTN, f"{FA3_LIST} | {BLACKWELL}")),
+    Sample("0.5.7", ATTN, "rtx-pro-6000", LLAMA8, 1,
+           _ref("0.5.7", ATTN, f"{FA3_LIST} | {BLACKWELL}", "before"),
+           _ref("0.5.7", ATTN, f"{FA3_LIST} | not ({SM100}) | not (is_hip())")),
+    Sample("0.5.7", ATTN, "b200", LLAMA8, 1,
+           _ref("0.5.7", ATTN, f"{FA3_LIST} | {BLACKWELL}", "before"),
+           _ref("0.5.7", ATTN, f"{FA3_LIST} | {SM100}")),
+    Sample("0.5.8", ATTN, "h100-sxm", "mistral-7b-v0.1", 1,
+           _ref("0.5.8", ATTN, f"{FA3_LIST} | not ({SM100}) | not (is_hip())", "before"),
+           _ref("0.5.8", ATTN, f"not use_mla_backend | {HOPPER}")),
+    Sample("0.5.8", ATTN, "h200", "mixtral-8x7b-v0.1", 2,
+           _ref("0.5.8", ATTN, f"{FA3_LIST} | not ({SM100}) | not (is_hip())", "before"),
+           _ref("0.5.8", ATTN, f"not use_mla_backend | {HOPPER}")),
+    Sample("0.5.8", ATTN, "h200", QWEN3_NEXT, 2,
+           _ref("0.5.8", ATTN, f"{FA3_LIST} | not ({SM100}) | not (is_hip())", "before"),
+           _ref("0.5.8", ATTN, f"not use_mla_backend | {HOPPER}")),
+    Sample("0.5.8", ATTN, "h100-sxm", LLAMA8, 1,
+           _ref("0.5.8", ATTN, f"{HOPPER} and {FA3_ARCH}", "before"),
+           _ref("0.5.8", ATTN, f"not use_mla_backend | {HOPPER}")),
+    Sample("0.5.8", ATTN, "b200", LLAMA8, 1,
+           _ref("0.5.8", ATTN, f"{FA3_LIST} | {SM100}", "before"),
+           _ref("0.5.8", ATTN, f"not ({HOPPER}) | {SM100}")),
+    # Qwen3-Next's own branch on SM100: triton from 0.5.6 (0.5.6.post1: unless one was chosen)
+    Sample("0.5.6.post1", ATTN, "b200", QWEN3_NEXT, 2,
+           _ref("0.5.6.post1", ATTN, "['Qwen3NextForCausalLM'] | is_sm100_supported()", "before"),
+           _ref("0.5.6.post1", ATTN, "['Qwen3NextForCausalLM'] | is_sm100_supported() | "
+                "self.attention_backend is None")),
 )  # fmt: skip
 
 # The changelog's values as the simulator names them.
