@@ -56,7 +56,8 @@ def test_the_upgrade_study_refuses_an_unknown_release_before_running(tmp_path):
         ("vllm@0.6.3.post1", "0.6.3.post1", "0.6.3"),  # a post release
         ("vllm@0.9.0.1", "0.9.0.1", "0.9.0"),
         ("vllm@0.8.3", "0.8.3", "0.8.2"),
-        ("sglang@0.5.10rc0", "0.5.10rc0", "0.5.8"),  # an rc comes before its release
+        ("sglang@0.5.3rc0", "0.5.3rc0", "0.5.1.post1"),  # an rc comes before its release
+        ("sglang@0.5.10rc0", "0.5.10rc0", "0.5.10rc0"),  # read: the rules of 0.5.10
         ("sglang@0.5.10.post1", "0.5.10.post1", "0.5.10"),
         ("trtllm@1.0", "1.0.0", "1.0.0"),  # spelt as published
         ("trtllm@1.3.0RC10", "1.3.0rc10", "1.0.0"),

@@ -40,7 +40,10 @@ package is 0.5.3's but for version.py: the rules of 0.5.3; 0.5.4.post1 (graphs t
 on 20-35 GiB GPUs at TP < 4): sim/engines/sglang_memory.py; 0.5.4.post2 (Kimi-Linear without the
 radix cache) and 0.5.5.post2 (Qwen3-Next's radix cache turns the overlap scheduler off):
 _hybrid_models below; 0.5.6.post1 (trtllm_mha on every Blackwell, SM120 included), 0.5.7 (on
-SM100 alone) and 0.5.8 (FA3 for every MHA model on Hopper): sim/engines/sglang_attention.py.
+SM100 alone) and 0.5.8 (FA3 for every MHA model on Hopper): sim/engines/sglang_attention.py;
+0.5.10rc0, whose server_args.py differs from 0.5.10's only in branches not modelled (NSA's TRT-LLM
+prefill, FlashInfer all-reduce fusion, gpt-oss's MoE kernel under driver 595, Whisper): the rules
+of 0.5.10 (its piecewise prefill graphs on by default included; read in both wheels).
 Releases checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -96,6 +99,7 @@ RELEASES = (
     "0.5.6.post1",
     "0.5.7",
     "0.5.8",
+    "0.5.10rc0",
     "0.5.10",
     "0.5.23",
 )
