@@ -43,7 +43,9 @@ _hybrid_models below; 0.5.6.post1 (trtllm_mha on every Blackwell, SM120 included
 SM100 alone) and 0.5.8 (FA3 for every MHA model on Hopper): sim/engines/sglang_attention.py;
 0.5.10rc0, whose server_args.py differs from 0.5.10's only in branches not modelled (NSA's TRT-LLM
 prefill, FlashInfer all-reduce fusion, gpt-oss's MoE kernel under driver 595, Whisper): the rules
-of 0.5.10 (its piecewise prefill graphs on by default included; read in both wheels).
+of 0.5.10 (its piecewise prefill graphs on by default included; read in both wheels); 0.5.14
+(mamba_radix_cache_strategy 'auto': Qwen3-Next keeps the overlap scheduler, Kimi-Linear keeps its
+radix cache) and 0.5.16 (Kimi-Linear keeps the overlap scheduler too): _hybrid_models below.
 Releases checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -101,6 +103,8 @@ RELEASES = (
     "0.5.8",
     "0.5.10rc0",
     "0.5.10",
+    "0.5.14",
+    "0.5.16",
     "0.5.23",
 )
 # The last release read (of RELEASES) whose srt/models/ lacks an architecture of the catalogue;
@@ -126,7 +130,8 @@ OLD_MIN_RATIO = 0.1  # before 0.3.5: base_min_new_token_ratio (x schedule_conser
 OLD_DECAY = 0.001  # before 0.3.5: new_token_ratio_decay per decode step
 KIMI_NO_RADIX_FROM = "0.5.4.post2"  # server_args.py: KimiLinearForCausalLM -> no radix cache
 QWEN3_NEXT_FROM = "0.5.5.post2"  # Qwen3NextForCausalLM with the radix cache -> no overlap
-MAMBA_ARG_GROUPS_FROM = "0.5.23"  # srt/arg_groups/overrides.py: not read for these two
+MAMBA_AUTO_FROM = "0.5.14"  # mamba_radix_cache_strategy 'auto': extra_buffer keeps the overlap
+KIMI_EXTRA_BUFFER_FROM = "0.5.16"  # arg_groups/overrides.py: Kimi-Linear takes extra_buffer too
 LPM_MAX_QUEUE = 128  # 0.3.5+: above this many waiting requests, lpm falls back to fcfs
 APPLICABLE = (
     "max_num_seqs",
@@ -300,10 +305,23 @@ def _hybrid_models(release: str, model: ModelSpec, overrides: dict, at: str) -> 
     model-specific adjustments, read in the 0.5.4.post2, 0.5.5.post2, 0.5.6 and 0.5.10 wheels):
     Kimi-Linear runs without the radix cache from 0.5.4.post2; Qwen3-Next with it (its
     MambaRadixCache) turns the overlap scheduler off from 0.5.5.post2 (0.5.10: the default
-    no_buffer strategy does the same). 0.5.23's srt/arg_groups/ give both a mamba radix cache
-    that is not read here, so its rules are left as they were."""
+    no_buffer strategy does the same). From 0.5.14 both keep the radix cache and
+    mamba_radix_cache_strategy 'auto' takes extra_buffer, which keeps the overlap scheduler on,
+    for the architectures of _support_mamba_cache_extra_buffer (with linear_attn_backend
+    'triton', the default) and no_buffer, overlap off, for the rest: Qwen3-Next is listed from
+    0.5.14, Kimi-Linear from 0.5.16 (server_args.py in 0.5.14, srt/arg_groups/overrides.py
+    _MAMBA_EXTRA_BUFFER_ARCHS from 0.5.15; read in the 0.5.14-0.5.17 and 0.5.19-0.5.23 wheels).
+    The extra buffer's mamba state slots are not counted in the KV budget (sim/kv/memory.py)."""
     key = release_key(release)
-    if key >= release_key(MAMBA_ARG_GROUPS_FROM):
+    if key >= release_key(KIMI_EXTRA_BUFFER_FROM) or (
+        key >= release_key(MAMBA_AUTO_FROM) and model.architecture == "Qwen3NextForCausalLM"
+    ):
+        return {}
+    if key >= release_key(MAMBA_AUTO_FROM) and model.architecture == "KimiLinearForCausalLM":
+        radix = not _truthy(overrides.get("disable_radix_cache", False))
+        if radix and _truthy(overrides.get("enable_prefix_caching", True)):
+            why = f"{at}: overlap scheduler off: Kimi-Linear's mamba radix cache takes no_buffer"
+            return {"async_scheduling": (False, why + " (server_args.py)")}
         return {}
     if model.architecture == "KimiLinearForCausalLM" and key >= release_key(KIMI_NO_RADIX_FROM):
         return {"enable_prefix_caching": (False, f"{at}: radix cache off for KimiLinearForCausalLM"
