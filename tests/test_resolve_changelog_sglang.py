@@ -430,3 +430,45 @@ def test_reviewed_releases_cover_every_modelled_change_and_have_no_rule_set():
         modelled = {c["setting"] for c in entry["changes"] if c["modelled"]}
         assert all(set(item) == {"setting", "why"} and item["why"] for item in items), release
         assert {item["setting"] for item in items} == modelled, release
+
+
+AITER = "attention_backend == 'aiter' | model_config.context_len > 8192"
+
+
+@pytest.mark.parametrize(
+    ("release", "where", "side"),
+    [
+        (
+            "0.5.4.post1",
+            "self.attention_backend == 'aiter' | model_config.context_len > 8192",
+            "after",
+        ),
+        (
+            "0.5.4.post2",
+            "self.attention_backend == 'aiter' | model_config.context_len > 8192",
+            "after",
+        ),
+        ("0.5.19", "attention_backend == 'aiter' | model_config.context_len > 8192", "before"),
+    ],
+)
+def test_aiter_scales_the_memory_fraction_above_an_8192_context(release, where, side):
+    """server_args.py: on ROCm's aiter backend, `self.mem_fraction_static *= <factor>` when the
+    context exceeds 8192 tokens; not on CUDA, not at 8192, not in the release before 0.5.4.post1."""
+    factor = float(value(_ref(release, MEM, where, side)).split("*=")[1])
+    model = load_model(LLAMA8)  # 131,072-token context
+
+    def fraction(gpu, rel, context=None):
+        overrides = {"max_model_len": context} if context else {}
+        return resolve(f"sglang@{rel}", load_hardware(gpu), model, 1, "server", overrides)
+
+    long, short = fraction("mi300x", release), fraction("mi300x", release, 8192)
+    assert long.gpu_memory_utilization == pytest.approx(
+        short.gpu_memory_utilization * factor, abs=1e-3
+    )
+    assert "aiter" in long.rules["gpu_memory_utilization"]
+    cuda = fraction("h100-sxm", release), fraction("h100-sxm", release, 8192)
+    assert cuda[0].gpu_memory_utilization == cuda[1].gpu_memory_utilization
+    before = changelog()["0.5.4.post1"]["compared_with"]
+    assert fraction("mi300x", before).gpu_memory_utilization == pytest.approx(
+        fraction("mi300x", before, 8192).gpu_memory_utilization
+    )

@@ -269,7 +269,12 @@ def defaults(
     mla = model.mla is not None
     cuda = hw.vendor == "nvidia"
     frac, why = sglang_memory.mem_fraction(release, mem_mib, tp, chunk, graph_bs, mla, cuda)
-    put("gpu_memory_utilization", frac, f"{at}: mem_fraction_static {why} (srt/server_args.py)")
+    why = f"{at}: mem_fraction_static {why} (srt/server_args.py)"
+    context = _max_model_len(model, overrides, names)
+    aiter = sglang_attention.aiter_fraction(release, hw, model, context)
+    if aiter:
+        frac, why = round(frac * aiter[0], 3), f"{why}; {aiter[1]}"
+    put("gpu_memory_utilization", frac, why)
     backend, page, _ = attention_backend(engine, release, hw, model, "auto")
     put(
         "block_size",

@@ -166,3 +166,22 @@ def _newest(release: str, at: str, major: int, model: ModelSpec) -> tuple[str, i
     if gpt_oss:
         return "TRITON_ATTN", 1, f"{at}: attention sinks -> triton"
     return "FLASHINFER", 1, f"{at}: flashinfer"
+
+
+# server_args.py _handle_attention_backend_compatibility: with the aiter backend and a context
+# above 8192 tokens, mem_fraction_static *= 0.9 (0.5.4.post1), 0.85 from 0.5.4.post2 (read in
+# the 0.5.4.post1, 0.5.4.post2, 0.5.6, 0.5.10, 0.5.14, 0.5.17 wheels; 0.5.19-0.5.23:
+# srt/arg_groups/attention_hook.py, the same 0.85).
+AITER_FRACTION = (("0.5.4.post1", 0.9), ("0.5.4.post2", 0.85))
+
+
+def aiter_fraction(release: str, hw: Hardware, model: ModelSpec, context: int):
+    """(factor, rule) SGLang scales mem_fraction_static by on the aiter backend, or None."""
+    backend, _, why = attention_backend(release, hw, model)
+    if "aiter" not in why or backend != "FLASHINFER" or context <= 8192:
+        return None
+    factor = next((f for start, f in reversed(AITER_FRACTION) if _from(release, start)), None)
+    if factor is None:
+        return None
+    rule = f"sglang {release}: x {factor} on aiter for a context above 8192 (server_args.py)"
+    return factor, rule
