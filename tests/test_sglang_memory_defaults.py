@@ -76,6 +76,9 @@ def test_mem_fraction_static_is_the_releases_formula(spec, gpu, tp, fraction):
         ("sglang@0.5.3", "rtx-4090", 1, 2048, 16),
         ("sglang@0.5.6", "rtx-4090", 1, 2048, 24),
         ("sglang@0.5.6", "rtx-4090", 4, 2048, 80),
+        ("sglang@0.5.19", "rtx-4090", 1, 2048, 24),  # arg_groups/memory_hook.py, 0.5.19
+        ("sglang@0.5.20", "rtx-4090", 1, 4096, 48),  # ... from 0.5.20: 4k, 48 if tp < 4
+        ("sglang@0.5.22", "rtx-4090", 4, 4096, 160),
     ],
 )
 def test_chunk_and_graph_sizes_by_release_and_gpu(spec, gpu, tp, chunk, graph_max):

@@ -45,7 +45,8 @@ SM100 alone) and 0.5.8 (FA3 for every MHA model on Hopper): sim/engines/sglang_a
 prefill, FlashInfer all-reduce fusion, gpt-oss's MoE kernel under driver 595, Whisper): the rules
 of 0.5.10 (its piecewise prefill graphs on by default included; read in both wheels); 0.5.14
 (mamba_radix_cache_strategy 'auto': Qwen3-Next keeps the overlap scheduler, Kimi-Linear keeps its
-radix cache) and 0.5.16 (Kimi-Linear keeps the overlap scheduler too): _hybrid_models below.
+radix cache) and 0.5.16 (Kimi-Linear keeps the overlap scheduler too): _hybrid_models below;
+0.5.20 (chunk 4096 and graphs to 48 / 160 on 20-35 GiB GPUs): sim/engines/sglang_memory.py.
 Releases checked with no modelled change: sim/engines/changelogs/reviewed_sglang.yaml.
 
 enable_mixed_chunk (off by default; read in the 0.5.1.post1, 0.5.6.post2 and 0.5.9 wheels'
@@ -105,6 +106,7 @@ RELEASES = (
     "0.5.10",
     "0.5.14",
     "0.5.16",
+    "0.5.20",
     "0.5.23",
 )
 # The last release read (of RELEASES) whose srt/models/ lacks an architecture of the catalogue;

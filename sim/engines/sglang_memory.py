@@ -27,8 +27,9 @@ Read from each release's srt/server_args.py and model_executor/cuda_graph_runner
   + 2 x cuda_graph_max_bs MiB + TP x PP / 8 GiB, at least 10 GiB above 60 GiB; the capture
   sizes are 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, 512.. step 32. Below 35 GiB at
   TP < 4 the graphs stop at 16 (0.5.3), 24 (0.5.4.post1-0.5.10.post1, read in the 0.5.4.post1
-  wheel; 80 at TP >= 4), 48 (0.5.23,
-  160 at TP >= 4, chunk 4096; srt/arg_groups/memory_hook.py). Piecewise CUDA graphs are off by
+  wheel; 80 at TP >= 4), 48 (from 0.5.20,
+  160 at TP >= 4, chunk 4096; srt/arg_groups/memory_hook.py, read in the 0.5.19-0.5.23 wheels:
+  0.5.19 keeps 2048 / 24 / 80). Piecewise CUDA graphs are off by
   default through 0.5.9 (enable_piecewise_cuda_graph False) and on from 0.5.10
   (disable_piecewise_cuda_graph False): 8 MiB more per captured token count, 1.5 GiB for an MLA
   backend (read in 0.5.10 and 0.5.10.post1; 0.5.23's memory_hook.py reserves the same).
@@ -95,7 +96,7 @@ def chunk_and_graph_bs(release: str, mem_mib: float, tp: int) -> tuple[int, int,
             f"up to {bs} (160; 256 above 90 GiB; 512 above 160,000 MiB)"
         )
         return chunk, bs, rule
-    newest = v >= (0, 5, 23)  # srt/arg_groups/memory_hook.py: chunk 4096, graphs 48 / 160
+    newest = v >= (0, 5, 20)  # srt/arg_groups/memory_hook.py: chunk 4096, graphs 48 / 160
     small_bs = 16 if _before(release, GRAPHS_24_FROM) else 48 if newest else 24
     tiers = (  # (below GiB, chunk, graph bs at tp < 4, at tp >= 4)
         (20, 2048, 8, 8),
