@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     if not args.no_sensitivity:
         print(
             "plausible settings: the vLLM cases again, clients spread / prefix cache warm / "
-            "first wave counted"
+            "first wave counted or left out / the engine's default launch / a front end"
         )
         band = run_settings(cases, results, args.jobs, banded, _progress())
         validation = replace(validation, bands=band.bands, band_runs=band.extra)
