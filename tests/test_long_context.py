@@ -13,6 +13,7 @@ import pytest
 
 from sim.config import SimConfig
 from sim.errors import UserError
+from sim.run.rundir import RECORD
 from sim.scenarios.long_context.arithmetic import (
     flops_crossover_tokens,
     kv_bytes_sequence_per_gpu,
@@ -237,6 +238,10 @@ def test_command_end_to_end(tmp_path):
     assert s == t
     for name in ("requests.parquet", "steps.parquet", "ttft_scaling.png", "timeline.png"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    # every file it writes is recorded as this run's output: none is "no run of sim recorded"
+    recorded = (tmp_path / "a" / RECORD).read_text().split()
+    assert {"ttft_scaling.csv", "architectures.csv"} <= set(recorded)
+    assert "no run of sim recorded" not in done.stderr + again.stderr
 
 
 def test_bad_input_is_one_line(tmp_path):

@@ -13,7 +13,7 @@ from sim.kv.memory import GIB
 from sim.report.escape import md_text
 from sim.report.figures import plot_text, plt, save_png
 from sim.report.html import write_report
-from sim.run.outputs import write_json, write_parquet
+from sim.run.outputs import write_json, write_parquet, write_text
 from sim.scenarios.long_context.architectures import Architecture, ArchitectureError
 from sim.scenarios.long_context.caveats import how_section, unmodelled
 from sim.scenarios.long_context.remedy_text import remedy_section
@@ -164,9 +164,10 @@ def report_text(study: Study, plots: dict) -> str:
 # ---- outputs -------------------------------------------------------------------------------
 def write_long_context_outputs(study: Study, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    study.scaling.to_csv(out_dir / "ttft_scaling.csv", index=False)
+    # written as every output is (atomic, noted in the run dir's record: sim/run/outputs.py)
+    write_text(out_dir / "ttft_scaling.csv", study.scaling.to_csv(index=False))
     rows = [asdict(a) for a in study.architectures]
-    pd.DataFrame(rows).to_csv(out_dir / "architectures.csv", index=False)
+    write_text(out_dir / "architectures.csv", pd.DataFrame(rows).to_csv(index=False))
     if study.steps is not None:
         write_parquet(out_dir / "steps.parquet", study.steps)
         write_parquet(out_dir / "requests.parquet", study.requests)
