@@ -11,8 +11,9 @@ from sim.cost.step import CostModel
 from sim.engines.resolve import resolve
 from sim.engines.vllm import profile_sampler_bytes_per_logit
 from sim.errors import UserError
-from sim.kv.memory import CUDA_TOTAL_GIB, cuda_total_bytes, plan_memory, trtllm_profile_requests
-from sim.specs.hardware import load_hardware
+from sim.kv.memory import cuda_total_bytes, plan_memory, trtllm_profile_requests
+from sim.paths import HARDWARE_DIR
+from sim.specs.hardware import hardware_names, load_hardware
 from sim.specs.model_config import load_model
 from sim.workload.request import Status
 from tests.conftest import shared_data, unit_profile
@@ -277,4 +278,17 @@ def test_engines_size_against_the_cuda_visible_total():
     assert plan.total_bytes == cuda_total_bytes(h100)
     smaller = dataclasses.replace(h100, hbm_bytes=int(70 * GIB))  # never above the catalogue
     assert cuda_total_bytes(smaller) == smaller.hbm_bytes
-    assert set(CUDA_TOTAL_GIB) <= {"h100-sxm", "h200", "a100-80gb", "a100-40gb"}
+    logged = {n for n in hardware_names() if load_hardware(n).cuda_total_bytes}
+    assert logged <= {"h100-sxm", "h200", "a100-80gb", "a100-40gb"}
+
+
+def test_a_cuda_total_above_the_gpus_memory_is_refused(tmp_path):
+    """A GPU file's cuda_total_bytes is what the driver keeps of hbm_bytes: never more."""
+    text = (HARDWARE_DIR / "h100-sxm.yaml").read_text()
+    bad = tmp_path / "gpu.yaml"
+    bad.write_text(text.replace("cuda_total_bytes: 84943715696", "cuda_total_bytes: 9e99"))
+    with pytest.raises(UserError, match="cuda_total_bytes must be a whole number of bytes"):
+        load_hardware(str(bad))
+    bad.write_text(text.replace("cuda_total_bytes: 84943715696", "cuda_total_bytes: 85520809985"))
+    with pytest.raises(UserError, match="at most hbm_bytes"):
+        load_hardware(str(bad))

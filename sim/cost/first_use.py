@@ -104,6 +104,7 @@ class FirstUse:
     graph_max: int  # the largest decode batch captured as a CUDA graph (0: none)
     compile_s: float = COMPILE_S
     compiled: set = field(default_factory=set)
+    seen_m: set = field(default_factory=set)  # token counts whose kernels are all compiled
     events: list = field(default_factory=list)  # (step start, kernels compiled, seconds)
 
     @classmethod
@@ -122,13 +123,14 @@ class FirstUse:
     def _new(self, m: int) -> int:
         """Mark the kernels a GEMM pass of m tokens runs as compiled; how many were new."""
         before = len(self.compiled)
+        self.seen_m.add(m)
         self.compiled.update(deepgemm_kernel(m, n, k, self.num_sms) for n, k in self.shapes)
         return len(self.compiled) - before
 
     def charge(self, tokens: int, decode_only: bool, start_s: float) -> float:
         """Seconds of compiling a step of `tokens` tokens adds (0 inside the captured graphs)."""
-        if tokens < 1 or (decode_only and tokens <= self.graph_max):
-            return 0.0
+        if tokens < 1 or tokens in self.seen_m or (decode_only and tokens <= self.graph_max):
+            return 0.0  # (a token count run before needs no kernel it did not compile then)
         new = self._new(tokens)
         if not new:
             return 0.0

@@ -29,8 +29,13 @@ class RuleSetChange:
 
 
 def read(engine: str) -> dict | None:
-    """The engine's changelog (None where none is committed)."""
-    path = CHANGELOG_DIR / f"{engine}.yaml"
+    """The engine's committed changelog (None where none is committed)."""
+    return read_file(CHANGELOG_DIR / f"{engine}.yaml")
+
+
+def read_file(path: Path) -> dict | None:
+    """A changelog file (libyaml's loader where installed: they run to megabytes), None if
+    absent; tools/engine_changelog reads and rewrites them with it too."""
     if not path.is_file():
         return None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -42,18 +47,15 @@ def rule_set_changes(engine: str, rule_sets: tuple[str, ...]) -> list[RuleSetCha
     """Each rule set of `engine` with what its releases changed since the rule set before."""
     log = read(engine) or {}
     entries = log.get("releases") or {}
-    known = sorted(known_releases(engine, rule_sets), key=release_key)
-    keys = [release_key(r) for r in rule_sets]
+    known = [(release_key(r), r) for r in known_releases(engine, rule_sets)]
+    keys = [release_key(r) for r in rule_sets] + [None]
     out = []
     for i, rule in enumerate(rule_sets):
-        upper = keys[i + 1] if i + 1 < len(keys) else None
-        prior = keys[i - 1] if i else None
-        # the releases since the rule set before (whose changes this one takes on) ...
-        since = [r for r in known if (prior is None or release_key(r) > prior)]
-        since = [r for r in since if release_key(r) <= keys[i]]
-        # ... and those it stands for
-        covers = [r for r in known if release_key(r) >= keys[i]]
-        covers = [r for r in covers if upper is None or release_key(r) < upper]
+        prior, key, upper = (keys[i - 1] if i else None), keys[i], keys[i + 1]
+        # the releases since the rule set before (whose changes this one takes on), and those
+        # it stands for (up to the next rule set)
+        since = [r for k, r in known if (prior is None or k > prior) and k <= key]
+        covers = [r for k, r in known if k >= key and (upper is None or k < upper)]
         names = {
             c["setting"]
             for r in since

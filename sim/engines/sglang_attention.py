@@ -108,7 +108,7 @@ def _from(release: str, start: str) -> bool:
 def attention_backend(release: str, hw: Hardware, model: ModelSpec) -> tuple[str, int, str]:
     """(backend, page size, rule) of SGLang `release` on `hw` for `model`."""
     at = f"sglang {release}"
-    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
+    major = hw.sm_major
     fa3 = _from(release, FA3_FROM)
     newest = _from(release, NEWEST_FROM)
     if model.mla is not None:

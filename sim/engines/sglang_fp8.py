@@ -59,7 +59,7 @@ def fp8_gemm(release: str, hw: Hardware) -> tuple[str, bool, str, str]:
     """(fp8_gemm_backend, jit_first_use, the rule of each) of SGLang `release` on `hw`."""
     at = f"sglang {release}"
     key = release_key(release)
-    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
+    major = hw.sm_major
     gpu = f"{hw.name} (SM{hw.compute_capability.replace('.', '')})"
     aot = f"{at}: no JIT kernels in the block-FP8 GEMM path"
 

@@ -104,7 +104,7 @@ def capture_sizes(release: str, max_bs: int | None) -> tuple[tuple[int, ...], st
 def attention_backend(
     engine: str, release: str, hw: Hardware, model: ModelSpec, kv_dtype: str
 ) -> tuple[str, int, str]:
-    major = int(hw.compute_capability.split(".")[0]) if hw.vendor == "nvidia" else 0
+    major = hw.sm_major
     fa = 3 if major == 9 else 2
     return f"FLASH_ATTN_FA{fa}", 16, f"{engine}: FlashAttention {fa}"
 

@@ -48,7 +48,7 @@ def v0_fallback(release: str, hw: Hardware, model: ModelSpec, overrides: dict) -
     policy = overrides.get("scheduling_policy", overrides.get("policy"))
     if policy == "priority" and v < (0, 9, 2):
         return "--scheduling-policy priority is V0-only before 0.9.2"
-    if hw.vendor == "nvidia" and int(hw.compute_capability.split(".")[0]) < 8:
+    if hw.vendor == "nvidia" and hw.sm_major < 8:
         return f"compute capability {hw.compute_capability} < 8.0"
     kv = str(overrides.get("kv_cache_dtype") or "auto")
     if kv != "auto":

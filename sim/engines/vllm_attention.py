@@ -25,7 +25,7 @@ def attention_backend(
     at = f"vllm {release}"
     if hw.vendor == "amd":
         return "ROCM_ATTN", 16, f"{at}: ROCm platform"
-    major = int(hw.compute_capability.split(".")[0])
+    major = hw.sm_major
     cc = f"compute capability {hw.compute_capability}"
     if model.mla is not None:
         if not v1:

@@ -79,26 +79,14 @@ def installed_sampler_bytes_per_logit(release: str, scheduler: str, sampler: str
 
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 14  # bf16 2 + fp32 4 + softmax 4 + top-k renorm 4
 
-# The device total the engines size against is what the CUDA driver reports to the process
-# (torch.cuda.mem_get_info()'s total: vLLM's total_gpu_memory, which gpu_memory_utilization
-# multiplies; SGLang and TensorRT-LLM take free memory from the same call), not nvidia-smi's
-# total (the catalogue's hbm_bytes): the driver keeps the difference. Where logs of runs other
-# than the memory-plan cases (validation/memory/memory_logs.yaml) give it, in GiB:
-CUDA_TOTAL_GIB = {
-    # NVIDIA H100 80GB HBM3 (hardware/h100-sxm.yaml: nvidia-smi's 81,559 MiB, 79.65 GiB):
-    # vllm-project/vllm#10927 (simon-mo, 2024-12-06, "total_gpu_memory=79.10GiB") and
-    # vllm-project/vllm#48601 (JaredforReal, 2026-07-14, "Free memory on device (77.57/79.11
-    # GiB)"); the larger of the two.
-    "h100-sxm": 79.11,
-}
-
 
 def cuda_total_bytes(hardware: Hardware) -> int:
-    """The device memory an engine sizes against: CUDA_TOTAL_GIB where public logs give it
-    (never above the catalogue's figure), else the catalogue's hbm_bytes."""
-    if hardware.name in CUDA_TOTAL_GIB:
-        return min(hardware.hbm_bytes, int(CUDA_TOTAL_GIB[hardware.name] * GIB))
-    return hardware.hbm_bytes
+    """The device total the engines size against: what the CUDA driver reports to the process
+    (torch.cuda.mem_get_info()'s total: vLLM's total_gpu_memory, which gpu_memory_utilization
+    multiplies; SGLang and TensorRT-LLM take free memory from the same call), not nvidia-smi's
+    total: the driver keeps the difference. The GPU file's cuda_total_bytes where public logs
+    give it (hardware/h100-sxm.yaml), else its hbm_bytes."""
+    return hardware.engine_total_bytes
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:

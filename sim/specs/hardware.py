@@ -52,7 +52,7 @@ class Hardware:
     display_name: str
     vendor: str
     compute_capability: str  # "9.0" for Hopper; AMD parts carry their gfx target
-    hbm_bytes: int  # device memory as the driver reports it (what vLLM sizes against)
+    hbm_bytes: int  # device memory, nvidia-smi's total
     hbm_bytes_per_s: float
     flops_per_s: Mapping[str, float]  # dense tensor-core peak per dtype
     nvlink_bytes_per_s: float  # 0 when the GPU has no NVLink / Infinity Fabric peer link
@@ -64,10 +64,25 @@ class Hardware:
     collectives_from: str | None = None  # a calibrated GPU on the same peer fabric whose
     # measured collective tables price the kinds (all-reduce, send/recv) this one's profile
     # has none of (A100-40GB: the A100-80GB's NVLink 3 tables); None: the prior prices them
+    cuda_total_bytes: int | None = None  # the total the CUDA driver reports to a process
+    # (torch.cuda.mem_get_info(): what the engines size their memory against), where public
+    # logs give it; None: hbm_bytes
+
+    @property
+    def engine_total_bytes(self) -> int:
+        """The device memory an engine sizes against: cuda_total_bytes, else hbm_bytes (never
+        above hbm_bytes)."""
+        return min(self.cuda_total_bytes or self.hbm_bytes, self.hbm_bytes)
 
     @property
     def hbm_gib(self) -> float:
         return self.hbm_bytes / 2**30
+
+    @property
+    def sm_major(self) -> int:
+        """An NVIDIA GPU's compute capability major (9 for Hopper); 0 for other vendors, whose
+        compute_capability holds a gfx target."""
+        return int(self.compute_capability.split(".")[0]) if self.vendor == "nvidia" else 0
 
     @property
     def peer_bytes_per_s(self) -> float:
@@ -192,6 +207,15 @@ def _from_mapping(data: object, path: Path) -> Hardware:
                 f"got {shown(twin)}"
             )
         fields["collectives_from"] = twin
+    cuda = data.get("cuda_total_bytes")
+    if cuda is not None:
+        whole = isinstance(cuda, int) and not isinstance(cuda, bool)
+        if not whole or not 0 < cuda <= fields["hbm_bytes"]:
+            raise UserError(
+                f"{path}: cuda_total_bytes must be a whole number of bytes, more than 0 and at "
+                f"most hbm_bytes ({fields['hbm_bytes']}), got {shown(cuda)}"
+            )
+        fields["cuda_total_bytes"] = cuda
     for key in ("hbm_bytes", "hbm_bytes_per_s", "pcie_bytes_per_s", "sm_count"):
         if fields[key] == 0:
             raise UserError(f"{path}: field {key!r} must be > 0")

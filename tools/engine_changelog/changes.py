@@ -19,6 +19,7 @@ import re
 
 import yaml
 
+from sim.engines.changelog import read_file
 from sim.engines.settings import CATEGORY
 from sim.engines.versions import release_key
 from tools.engine_changelog.engines import ENV_RE
@@ -155,6 +156,4 @@ def write_changelog(path, header: dict, releases: dict, unread: dict, comment: s
 
 
 def read_changelog(path) -> dict:
-    if not path.exists():
-        return {}
-    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return read_file(path) or {}
