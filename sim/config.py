@@ -336,6 +336,7 @@ class SimConfig:
     entry_point: str = _opt("server", choices=("server", "offline"))
     dtype: str = _opt("auto", choices=("auto", "bf16", "fp16", "fp8", "fp8_block", "fp4", "int4"))
     cost_profile: str = "auto"  # auto: the GPU's calibrated profile, else the roofline prior
+    calibration: str | None = None  # a deployment calibration (python -m sim.calibrate --runs)
     max_sim_time_s: float | None = _seconds(None, gt=0, why=f"{_SPAN_WHY}; null: no limit")
     # stop the clock here; report the rest
     fast_forward: bool = True  # jump over runs of decode-only steps (same results, faster)

@@ -1,15 +1,22 @@
 """`python -m sim.calibrate [--gpu NAME] [--data DIR] [--out DIR] [--tables DIR]`: fit the
 per-GPU cost profiles from measured kernel tables (sim/calibrate/gpu.py) and write
-calibration/profiles/<gpu>.json and calibration/fit-report.md."""
+calibration/profiles/<gpu>.json and calibration/fit-report.md.
+
+`python -m sim.calibrate --runs FILE [--only ID ...] --out PATH [KEY=VALUE ...]`: calibrate
+each deployment to its own benchmark runs (a validation case file, or vllm bench serve /
+GuideLLM JSON with the deployment given as engine=, hardware=, model=, parallel.tp=, dtype=),
+writing its terms to PATH for calibration=PATH (sim/scenarios/fit_runs/)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from sim.calibrate.gpu import FAMILIES, SOURCES, Source, calibrate_gpu
 from sim.calibrate.kernel_tables import read_tables
 from sim.calibrate.report import write_report
+from sim.errors import UserError
 from sim.paths import CALIBRATION_DIR, SHARED_DATA_DIR, shared_data_missing
 
 
@@ -24,8 +31,8 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=CALIBRATION_DIR,
-        help="where profiles/ and fit-report.md go (default calibration/)",
+        help="where profiles/ and fit-report.md go (default calibration/); with --runs, the "
+        "calibration file to write (YAML)",
     )
     parser.add_argument("--gpu", action="append", help="only these GPUs (repeatable)")
     parser.add_argument(
@@ -34,7 +41,14 @@ def main(argv=None) -> None:
         help="fit one GPU (--gpu NAME) from this folder of tables instead, e.g. "
         "the output of calibration/profile_gpu.py",
     )
+    _run_arguments(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.runs:
+        return _runs(parser, args, argv)
+    if args.overrides or args.only or args.terms or args.held_out:
+        parser.error("KEY=VALUE, --only, --terms and --held-out go with --runs FILE")
+    args.out = args.out or CALIBRATION_DIR
     sources = SOURCES
     if args.tables:
         if not args.gpu or len(args.gpu) != 1:
@@ -72,5 +86,64 @@ def main(argv=None) -> None:
     print(f"wrote {args.out / 'profiles'} and {report}")
 
 
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runs",
+        action="append",
+        help="a deployment's benchmark runs: a validation case file, or a vllm bench serve / "
+        "GuideLLM JSON (repeatable); calibrate to them instead of fitting kernel tables",
+    )
+    parser.add_argument("--only", action="append", nargs="+", help="--runs: only these case ids")
+    parser.add_argument(
+        "--terms",
+        help="--runs: the terms to fit, comma-separated (decode_scale, prefill_scale, "
+        "cpu_step_ms, frontend_ms; default: as many as the runs can tell apart)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=_tolerance,
+        default=0.25,
+        help="--runs: refuse a run the fitted terms miss by more than this share (default 0.25)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, help="--runs: simulations at once (default: every core)"
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="--runs: the held-out study: each deployment with 4+ runs calibrated on its lowest "
+        "concurrency or rate, the others predicted (PATH gets the tables)",
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="--runs with bench JSON: the deployment (engine=vllm@0.10.1 hardware=h100-sxm "
+        "model=llama-3.1-8b parallel.tp=1 dtype=bf16 engine_args.NAME=VALUE)",
+    )  # fmt: skip
+
+
+def _tolerance(text: str) -> float:
+    value = float(text)
+    if not (0 < value < 1e6):
+        raise argparse.ArgumentTypeError(f"{text}: expected a share above 0, such as 0.25")
+    return value
+
+
+def _runs(parser: argparse.ArgumentParser, args, argv: list[str]) -> int:
+    if args.out is None:
+        parser.error("--runs needs --out PATH (the calibration file to write, .yaml)")
+    if args.out.suffix.lower() not in (".yaml", ".yml"):
+        parser.error(f"--out {args.out}: the calibration file is YAML; name it PATH.yaml")
+    # the fit simulates validation cases: the scenarios above this package (its entry point
+    # counts as a root entry, docs/architecture.md)
+    from sim.scenarios.fit_runs.cli import calibrate_runs
+
+    try:
+        calibrate_runs(args, argv)
+    except UserError as exc:
+        print(f"sim.calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

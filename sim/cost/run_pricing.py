@@ -24,6 +24,10 @@ class RunPricing:
     _decode_floor: dict  # batch size -> decode_floor_s
     _step_parts: dict  # see step_times
     decode_ratio: Callable[[int], float]  # CostModel.decode_ratio (SGLang's compiled decode)
+    calibration: tuple | None  # a calibrated deployment's scales (CostModel.calibrated)
+    decode_scale: float
+    prefill_scale: float
+    calibrated: Callable[..., tuple]
 
     def step_times(
         self, pre_q: list[int], pre_c: list[int], dec_c: list[int], cpu_batch: int
@@ -43,6 +47,11 @@ class RunPricing:
             if r != 1.0:  # as cost() scales a compiled decode graph's parts
                 linear, moe, elementwise = linear * r, moe * r, elementwise * r
                 lm_head, allreduce, launch = lm_head * r, allreduce * r, launch * r
+            if self.calibration:  # as cost() applies a calibrated deployment's scales
+                linear, moe, elementwise, lm_head, allreduce, launch = self.calibrated(
+                    (linear, moe, elementwise, lm_head, allreduce, launch), bool(pre_q),
+                    len(dec_c), len(pre_q) + len(dec_c),
+                )  # fmt: skip
             parts = self._step_parts[key] = (
                 launch, linear, moe, elementwise, lm_head, allreduce, r,
                 *self.cpu_s(cpu_batch, prefill_tokens),
@@ -52,6 +61,8 @@ class RunPricing:
         decode = self.attention.decode_one(dec_c, bool(pre_q))
         if r != 1.0:
             decode = decode * r
+        if self.calibration:
+            prefill, decode = prefill * self.prefill_scale, decode * self.decode_scale
         # StepCost.gpu_s, cpu_s and total_s (no drafts, no swap: their 0.0 added likewise)
         gpu = linear + moe + prefill + decode + elementwise + allreduce + lm_head + launch + 0.0
         return gpu, serial + hidden, max(gpu, hidden) + serial + 0.0
@@ -69,6 +80,8 @@ class RunPricing:
         r = self.decode_ratio(len(contexts))
         if r != 1.0:  # cost()'s compiled decode graph: its attention scaled as there
             decs = [dec * r for dec in decs]
+        if self.calibration:  # and a calibrated deployment's decode scale
+            decs = [dec * self.decode_scale for dec in decs]
         base = c.linear_s + c.moe_s + c.attention_prefill_s
         e, a, lm, la = c.elementwise_s, c.allreduce_s, c.lm_head_s, c.launch_s
         hidden, serial, swap = c.cpu_hidden_s, c.cpu_serial_s, c.swap_s
@@ -107,6 +120,8 @@ class RunPricing:
         r = self.decode_ratio(contexts.shape[1])
         if r != 1.0:  # cost()'s compiled decode graph: its attention scaled as there
             decode = decode * r
+        if self.calibration:
+            decode = decode * self.decode_scale
         gpu = c.linear_s + c.moe_s + c.attention_prefill_s + decode
         gpu = gpu + c.elementwise_s + c.allreduce_s + c.lm_head_s + c.launch_s
         total = np.maximum(gpu, c.cpu_hidden_s) + c.cpu_serial_s + c.swap_s

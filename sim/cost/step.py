@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim.cost.attention import AttentionCost
+from sim.cost.calibrated import DeploymentScales
 from sim.cost.comm import Topology, allreduce_s, logits_gather_s, stage_send_s
 from sim.cost.kernels import KernelPricer
 from sim.cost.mxfp4 import marlin_floor_s, runs_marlin
@@ -119,7 +120,7 @@ class _LayerTerms:
     elementwise: tuple[tuple[str, float], ...]  # (kind, bytes per token)
 
 
-class CostModel(RunPricing):
+class CostModel(RunPricing, DeploymentScales):
     def __init__(
         self,
         model: ModelSpec,
@@ -131,6 +132,7 @@ class CostModel(RunPricing):
         pp: int = 1,
         ep: int = 1,
         topology: Topology | None = None,
+        calibration: tuple[float, float, float] | None = None,
     ):
         self.model, self.settings, self.tp, self.pricer, self.prior = (
             model,
@@ -144,6 +146,10 @@ class CostModel(RunPricing):
         self.crossings = self.topology.crossings(tp, pp)  # stage boundaries leaving a server
         # the executor's per-step cost of the replica (resolved for its tp x pp GPUs)
         self.executor_s = settings.cpu_executor_s
+        # a calibrated deployment's (decode scale, prefill scale, serial CPU s per step)
+        # (sim/run/calibration.py); None: the uncalibrated sums, bit for bit
+        self.calibration = calibration
+        self.decode_scale, self.prefill_scale, self.cpu_step_s = calibration or (1.0, 1.0, 0.0)
         dtype = model.resolve_weight_dtype(weight_dtype)
         experts_only = dtype == model.checkpoint_dtype and model.quantized_experts_only
         self.dense_dtype = _gemm_dtype("bf16" if experts_only else dtype)
@@ -279,8 +285,9 @@ class CostModel(RunPricing):
         dec_c.extend(padding)
         return self.cost(pre_q, pre_c, dec_c, cpu_batch=cpu_batch)
 
-    def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
-        """(serial, hidden) CPU seconds of a step with `batch` sequences."""
+    def engine_cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
+        """(serial, hidden) CPU seconds of the engine's loop for a step of `batch` sequences
+        (cpu_s adds a calibrated deployment's host time)."""
         s = self.settings
         engine = s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch + self.executor_s
         if s.enable_prefix_caching:
@@ -423,6 +430,12 @@ class CostModel(RunPricing):
         if r != 1.0:  # a compiled decode graph: every GPU part alike (see decode_ratio)
             linear, moe, elementwise, lm_head = linear * r, moe * r, elementwise * r, lm_head * r
             allreduce, launch, decode = allreduce * r, launch * r, decode * r
+        if self.calibration:
+            parts = (linear, moe, elementwise, lm_head, allreduce, launch)
+            linear, moe, elementwise, lm_head, allreduce, launch = self.calibrated(
+                parts, bool(pre_q), len(dec_c), batch
+            )
+            prefill, decode = prefill * self.prefill_scale, decode * self.decode_scale
         serial, hidden = self.cpu_s(batch if cpu_batch is None else cpu_batch, prefill_tokens)
         p2p = stage_send_s(
             self.pricer, t, self.model.hidden_size, self.tp, self.pp, self.topology, self.crossings

@@ -14,6 +14,7 @@ from sim.config import SimConfig
 from sim.cost.first_use import first_use_record
 from sim.errors import UserError
 from sim.run.audit import PhysicsAudit, audit_record, longest_request
+from sim.run.calibration import run_record, with_terms
 from sim.run.delivery import in_process_view
 from sim.run.driver import Progress, check_conservation, run_simpy
 from sim.run.engine import warm_prefix_caches
@@ -103,6 +104,8 @@ def simulate_colocated(
         workload = generate(cfg.workload, np.random.default_rng(cfg.seed))
     if cfg.workload.stagger:
         workload = stagger_first_wave(workload, setup)
+    if setup.terms is not None:  # a calibrated deployment's front end (sim/run/calibration.py)
+        workload = with_terms(workload, setup.terms)
     g, b = workload.content_block_tokens, setup.memory.block_size
     if g % b and b % g:
         raise UserError(
@@ -165,6 +168,9 @@ def _run(cfg, progress, setup: Setup, workload: Workload, log: StepLog, started)
     summary["config"] = asdict(cfg)
     summary["engine_settings"] = setup.settings.as_mapping()
     summary["memory_plan"] = setup.memory.record()
+    if setup.calibration is not None:
+        batch = summary["sim"].get("mean_batch_size")
+        summary["calibration"] = run_record(setup.calibration, workload, batch)
     # after the pricing record above: the audit prices the run's shapes afresh
     audit.finish(setup.settings.scheduler, longest_request(workload))
     summary["audit"] = audit_record([audit])

@@ -111,6 +111,11 @@ def check(cfg: SimConfig) -> None:
             "disagg with a workload front end is not modelled; leave workload.frontend_ms and "
             "workload.frontend_us_per_token at 0"
         )
+    if cfg.calibration:
+        raise UserError(
+            "disagg with calibration=: a deployment is calibrated on colocated runs and its "
+            "terms are not split between a prefill and a decode pool; leave calibration unset"
+        )
 
 
 def simulate_disagg(

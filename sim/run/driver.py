@@ -10,6 +10,8 @@ seen by that next step too.
 With a server front end (workload.frontend_ms, frontend_us_per_token) a sent request first
 waits its turn there, one request at a time, and reaches its replica when the front end is
 done with it; it holds its client's slot all the while, and its TTFT counts from the send.
+A calibrated deployment's frontend_ms (Workload.transit_s) delays every request alike after
+that, in parallel.
 
 The router, the concurrency cap and the record of each request are sim/run/dispatch.py's,
 shared with the disaggregated driver.
@@ -149,8 +151,10 @@ def run_simpy(
     feed = None
     front = workload.frontend_s  # None: each request reaches its engine when sent
     front_free = [0.0]  # when the front end is done with the requests handed to it so far
+    transit = workload.transit_s  # then each request's own delay, in parallel
+    direct = front is None and not transit
     if (
-        front is None
+        direct
         and len(engines) == 1
         and engines[0].pp == 1
         and engines[0].finish_inside_runs  # (no concurrency cap, no time limit)
@@ -170,13 +174,15 @@ def run_simpy(
                 continue
             if send_s > env.now:
                 yield env.timeout(send_s - env.now)
-            if front is None:
+            if direct:
                 handed(d.send(env.now))
                 continue
             req = d.take(env.now)  # into the front end, one request at a time
             d.d.in_front_end += 1
-            front_free[0] = max(env.now, front_free[0]) + float(front[req.request_id])
-            env.process(front_end(req, front_free[0]))
+            done_s = env.now
+            if front is not None:
+                done_s = front_free[0] = max(env.now, front_free[0]) + float(front[req.request_id])
+            env.process(front_end(req, done_s + transit))
 
     def front_end(req: Request, done_s: float):
         yield env.timeout(done_s - env.now)
@@ -323,7 +329,7 @@ def run_loop(workload: Workload, engine: Engine, until_s: float | None = None) -
     """The same simulation as run_simpy for one replica without pipeline parallelism."""
     if engine.pp > 1:
         raise ValueError("run_loop drives pp = 1 only; use run_simpy")
-    if workload.frontend_s is not None:
+    if workload.frontend_s is not None or workload.transit_s:
         raise ValueError("run_loop sends requests straight to the engine; use run_simpy")
     d = _Sender(workload, [engine])
     _finishes_inside_runs([engine], workload, until_s)

@@ -18,6 +18,7 @@ from sim.engines.settings import EngineSettings
 from sim.engines.speculative import drafts_per_step
 from sim.errors import UserError
 from sim.kv.memory import MemoryPlan, plan_memory
+from sim.run.calibration import Applied, Terms, apply, deployment_of
 from sim.run.engine import PP_SCHEDULERS, Engine
 from sim.run.metrics import StepLog
 from sim.run.phases import PhaseLog
@@ -54,11 +55,16 @@ class Setup:
     memory: MemoryPlan
     prior: CostProfile
     pricing: PricingChoice
+    # the deployment's calibrated terms (calibration=PATH, sim/run/calibration.py), or None
+    calibration: Applied | None = None
 
     @classmethod
-    def from_config(cls, cfg: SimConfig, model: ModelSpec | None = None) -> Setup:
+    def from_config(
+        cls, cfg: SimConfig, model: ModelSpec | None = None, terms: Terms | None = None
+    ) -> Setup:
         """`model`, when given, replaces the one cfg.model names (long_context: a model
-        allowed a context beyond its trained length)."""
+        allowed a context beyond its trained length); `terms`, when given, are the run's
+        calibrated terms in place of calibration=PATH's (python -m sim.calibrate's fit)."""
         hardware = load_hardware(cfg.hardware)
         model = model or load_model(cfg.model)
         _check_heads(model, cfg.parallel.tp)
@@ -67,7 +73,7 @@ class Setup:
             cfg.engine, hardware, model, par.tp, cfg.entry_point, _engine_args(cfg, model),
             workers=par.tp * par.pp,
         )  # fmt: skip
-        return cls._build(cfg, settings, hardware, model, None)
+        return cls._build(cfg, settings, hardware, model, None, terms)
 
     @classmethod
     def from_settings(
@@ -82,7 +88,9 @@ class Setup:
         return cls._build(cfg, settings, load_hardware(cfg.hardware), model, kernel_version)
 
     @classmethod
-    def _build(cls, cfg, settings, hardware: Hardware, model: ModelSpec, kernel_version) -> Setup:
+    def _build(
+        cls, cfg, settings, hardware: Hardware, model: ModelSpec, kernel_version, terms=None
+    ) -> Setup:
         par = cfg.parallel
         tp = par.tp
         check_parallel(model, settings, par.tp, par.pp, par.ep, par.dp)
@@ -101,7 +109,8 @@ class Setup:
         pricing = choose_pricer(
             hardware, cfg.cost_profile, prior, settings.engine, kernel_version or settings.version
         )
-        return cls(cfg, hardware, model, settings, memory, prior, pricing)
+        applied = calibrated(cfg, settings, hardware, model, terms)
+        return cls(cfg, hardware, model, settings, memory, prior, pricing, applied)
 
     @property
     def dp_lockstep(self) -> bool:
@@ -123,7 +132,18 @@ class Setup:
             par.pp,
             par.ep,
             topology(par.tp, par.pp, par.gpus_per_node, par.node_link, self.hardware, par.ep),
+            self.terms.cost_scales if self.terms else None,
         )
+
+    @property
+    def deployment(self) -> dict:
+        """The deployment this run is calibrated and matched as."""
+        return deployment_key(self.config, self.settings, self.hardware, self.model)
+
+    @property
+    def terms(self) -> Terms | None:
+        """The calibrated terms this run is priced with (None: uncalibrated)."""
+        return self.calibration.terms if self.calibration else None
 
     def engines(
         self,
@@ -160,6 +180,25 @@ class Setup:
             )
             for k in range(par.dp)
         ]
+
+
+def calibrated(cfg: SimConfig, settings, hardware: Hardware, model: ModelSpec, terms):
+    """The run's calibration: `terms` given by the fit, else calibration=PATH's terms for the
+    run's deployment (or the record of why none matched), else None."""
+    if terms is not None:
+        return Applied(terms, {"path": None, "deployment": "fitting", "terms": terms.as_dict()})
+    if not cfg.calibration:
+        return None
+    return apply(cfg.calibration, deployment_key(cfg, settings, hardware, model))
+
+
+def deployment_key(cfg: SimConfig, settings, hardware: Hardware, model: ModelSpec) -> dict:
+    """The deployment a run is calibrated and matched as (sim/run/calibration.py)."""
+    par = cfg.parallel
+    return deployment_of(
+        model.name, hardware.name, f"{settings.engine}@{settings.version}", par.tp, par.pp,
+        par.ep, model.resolve_weight_dtype(cfg.dtype),
+    )  # fmt: skip
 
 
 def _check_heads(model: ModelSpec, tp: int) -> None:

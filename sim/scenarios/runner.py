@@ -34,9 +34,11 @@ from sim.cli import to_sim_config
 from sim.config import SimConfig
 from sim.errors import UserError
 from sim.report.console import ProgressBar, ProgressLines
+from sim.run import calibration
 from sim.run.findings import warning_line
 from sim.run.outputs import INCOMPLETE, mark_complete, mark_incomplete
 from sim.run.rundir import RunDir
+from sim.scenarios import calibrated
 from sim.scenarios.protocol import Scenario
 from sim.scenarios.sweep.table import finished_summary, mark_finished, progress_line
 
@@ -90,6 +92,8 @@ def scenario_for(task: str) -> Scenario:
 
 def check(cfg: SimConfig) -> None:
     """Everything the task can refuse before anything runs (a UserError says what and how)."""
+    if cfg.calibration:  # the file read and checked once, before any simulation
+        calibration.read(cfg.calibration)
     scenario_for(cfg.task).check(cfg)
 
 
@@ -180,6 +184,9 @@ def _run(
     with bar:
         result = scenario.run(cfg, out_dir, bar)
     scenario.write(result, out_dir)
+    rec = calibrated.record(cfg, result)
+    if rec is not None:  # the task-level account of calibration=PATH (sim/scenarios/calibrated.py)
+        calibrated.stamp(out_dir, rec)
     _, foreign = run_dir.settle(KEEPS.get(cfg.task, ()))  # what "Outputs:" lists (brief)
     if foreign:
         shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
@@ -190,6 +197,8 @@ def _run(
             file=sys.stderr,
         )
     scenario.brief(result, out_dir, sweeping)
+    if text := calibrated.line(rec if rec is not None else result.summary.get("calibration")):
+        print(text)
     if line := warning_line(result.summary.get("audit")):  # every task that audits its runs
         print(line, file=sys.stderr)
     return result.summary

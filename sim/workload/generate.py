@@ -47,6 +47,9 @@ class Workload:
     # and frontend_us_per_token; sim/run/driver.py serves the requests one at a time); None:
     # the engine sees each request when it is sent
     frontend_s: np.ndarray | None = None
+    # Every request's delay between its send and the engine's queue, in parallel (a calibrated
+    # deployment's frontend_ms, sim/run/calibration.py): after the front end above, if any
+    transit_s: float = 0.0
 
     def __len__(self) -> int:
         return len(self.prompt_len)

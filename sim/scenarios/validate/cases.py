@@ -164,6 +164,13 @@ def _case_id(data) -> str | None:
     return text
 
 
+def build_case(data: dict, path: Path, base: SimConfig) -> Case:
+    """One case from its mapping, as if read from the case file `path` (relative paths
+    resolve against its folder); a UserError says what is wrong with it."""
+    _case_id(data)
+    return _build(data, path, base)
+
+
 def _build(data, path: Path, base: SimConfig) -> Case:
     if not isinstance(data, dict):
         raise UserError("a case must be a mapping")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.errors import UserError
+from sim.run.calibration import Terms, workload_point
+from sim.run.setup import Setup
 from sim.run.simulate import simulate
 from sim.run.summary import RunResult
 from sim.scenarios.fanout import fan_out
@@ -69,6 +71,8 @@ class CaseResult:
     ks: dict[str, KsTest] = field(default_factory=dict)  # ttft / tpot / itl -> its test
     ks_error: str | None = None  # why the per-request measurements could not be read
     audit: dict | None = None  # the run's physics audit (summary.json `audit`)
+    point: dict | None = None  # where the run lies in a calibration's envelope dimensions
+    calibration: dict | None = None  # the run's summary.json `calibration`, if calibrated
 
 
 def ks(measured: np.ndarray, predicted: np.ndarray) -> KsTest | None:
@@ -84,12 +88,14 @@ def ks(measured: np.ndarray, predicted: np.ndarray) -> KsTest | None:
     return KsTest(float(r.statistic), float(r.pvalue), len(m), len(p))
 
 
-def run_case(case: Case) -> CaseResult:
-    """Simulate one case; its predicted metrics, KS tests and the facts that explain errors."""
+def run_case(case: Case, terms: Terms | None = None) -> CaseResult:
+    """Simulate one case (with a deployment's calibrated `terms`, when given: python -m
+    sim.calibrate --runs); its predicted metrics, KS tests and the facts that explain errors."""
     if case.error:
         return CaseResult(case.id, case.error)
     try:
-        result = simulate(case.config)
+        setup = Setup.from_config(case.config, terms=terms) if terms is not None else None
+        result = simulate(case.config, setup=setup)
     except UserError as exc:
         return CaseResult(case.id, str(exc))
     except Exception as exc:  # one broken case must not stop the others
@@ -102,6 +108,7 @@ def run_case(case: Case) -> CaseResult:
     if why_not:
         return CaseResult(case.id, why_not)
     tests, ks_error = _ks_tests(case.requests, result, from_queue) if case.requests else ({}, None)
+    s = result.summary
     return CaseResult(
         case.id,
         predicted=predicted,
@@ -109,6 +116,8 @@ def run_case(case: Case) -> CaseResult:
         ks=tests,
         ks_error=ks_error,
         audit=result.summary["audit"],
+        point=workload_point(result.workload) | {"batch": s["sim"]["mean_batch_size"]},
+        calibration=s.get("calibration"),
     )
 
 
