@@ -292,3 +292,22 @@ def test_runs_the_simulator_meets_leave_the_terms_at_their_priors(tmp_path):
     assert result.terms["decode_scale"] == pytest.approx(1.0, abs=0.01)
     assert result.terms["prefill_scale"] == pytest.approx(1.0, abs=0.01)
     assert result.iterations == 1  # the first move is under the convergence threshold
+
+
+def test_a_guidellm_result_is_calibrated_per_benchmark(tmp_path):
+    from tests.test_validate import _guidellm_benchmark
+
+    data = {
+        "benchmarks": [
+            _guidellm_benchmark({"type_": "concurrent", "streams": 4}, False),
+            _guidellm_benchmark({"type_": "concurrent", "streams": 16}, False),
+        ]
+    }
+    path = tmp_path / "guidellm.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "c.yaml"
+    argv = ["--runs", str(path), "--out", str(out), "--tolerance", "100", "--jobs", "1"]
+    assert main([*argv, "engine=vllm@0.10.1", "hardware=h100-sxm", "model=llama-3.1-8b"]) == 0
+    (dep,) = yaml.safe_load(out.read_text())["deployments"]
+    assert len(dep["runs"]) == 2 and dep["fitted"] == ["decode_scale", "prefill_scale"]
+    assert dep["envelope"]["concurrency"] == [4.0, 16.0]

@@ -135,6 +135,16 @@ def _key(point: dict) -> tuple:
     return tuple(sorted((k, round(float(v), 12)) for k, v in point.items()))
 
 
+def unphysical(results: list[CaseResult]) -> bool:
+    """Whether a run at these terms steps faster than its GPU allows (the physics audit's
+    violations, or its error where SIM_AUDIT=strict makes them one): terms the fit must not
+    take, however well they would match."""
+    return any(
+        (res.error or "").startswith("AuditError") or (res.audit or {}).get("violations")
+        for res in results
+    )
+
+
 def residuals(runs: list[Run], results: list[CaseResult], terms: dict) -> np.ndarray:
     """log(predicted / measured) of every run's figures, in run order."""
     out = []
@@ -180,13 +190,10 @@ def fit(
     iterations = 0
     for iterations in range(1, MAX_ITER + 1):
         h = np.array([t.step for t in spec])
-        step = h * np.where(theta + h > hi, -1.0, 1.0)
-        points = [full(theta + step[i] * np.eye(len(names))[i]) for i in range(len(names))]
+        steps = np.where(theta + h > hi, -h, h)  # every term's step simulated at once (kept)
+        sims.at([full(theta + steps[i] * np.eye(len(names))[i]) for i in range(len(names))])
         J = np.column_stack(
-            [
-                (residuals(runs, res, p) - r) / step[i]
-                for i, (res, p) in enumerate(zip(sims.at(points), points, strict=True))
-            ]
+            [_slope(sims, runs, full, theta, i, h[i], r, lo, hi) for i in range(len(names))]
         )
         w = weight(r)
         A = np.vstack([J, w * np.diag(1 / sd)])
@@ -195,7 +202,11 @@ def fit(
         moved = False
         for _ in range(4):  # halve a move that does not lower the misfit
             new = np.clip(theta + delta, lo, hi)
-            r_new = residuals(runs, sims.at([full(new)])[0], full(new))
+            results = sims.at([full(new)])[0]
+            if unphysical(results):  # past what the GPU allows: a shorter move
+                delta = delta / 2
+                continue
+            r_new = residuals(runs, results, full(new))
             if cost(r_new, new, w) <= cost(r, theta, w):
                 theta, r, moved = new, r_new, True
                 break
@@ -225,6 +236,20 @@ def fit(
         before, after, loo, loo_terms, iterations, sims.count,
         time.perf_counter() - started,
     )  # fmt: skip
+
+
+def _slope(sims, runs, full, theta, i, h, r, lo, hi) -> np.ndarray:
+    """The residuals' forward difference in term i (backward at its upper bound, or where the
+    step forward would run faster than the GPU allows; zero where neither way is possible)."""
+    for step in (h, -h) if theta[i] + h <= hi[i] else (-h,):
+        if not lo[i] <= theta[i] + step <= hi[i]:
+            continue
+        moved = theta.copy()
+        moved[i] += step
+        results = sims.at([full(moved)])[0]
+        if not unphysical(results):
+            return (residuals(runs, results, full(moved)) - r) / step
+    return np.zeros(len(r))
 
 
 def _held_out_terms(runs, r, A, theta, p0, sd, lo, hi, w, lsq_linear) -> list[np.ndarray]:
