@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.errors import UserError
 from sim.run.calibration import TERMS, describe
 from sim.run.outputs import write_text
 from sim.scenarios.fit_runs.fit import Simulations, choose_terms, errors, fit
@@ -55,9 +56,10 @@ def study(runs: list[Run], jobs: int | None, asked: list[str] | None = None) -> 
         group = sorted(group, key=_order)
         first, others = group[0], group[1:]
         names = choose_terms([first], asked)
-        result = fit([first], names, jobs, held_out=False)
-        if result.after[0].error:
-            say(f"skip {describe(deployment)}: {result.after[0].error}")
+        try:
+            result = fit([first], names, jobs, held_out=False)
+        except UserError as exc:  # (its one run cannot be fitted: the others stay unjudged)
+            say(f"skip {describe(deployment)}: {exc}")
             continue
         prior = {t.name: t.prior for t in TERMS}
         before, after = Simulations(others, jobs, say).at([prior, result.terms])
