@@ -13,17 +13,7 @@ class DeploymentScales:
 
     decode_scale: float
     prefill_scale: float
-    cpu_step_s: float
     _token_costs: Callable[[int, int], tuple]
-    engine_cpu_s: Callable[[int, int], tuple[float, float]]
-
-    def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
-        """(serial, hidden) CPU seconds of a step with `batch` sequences: the engine's, and a
-        calibrated deployment's serial host time per step."""
-        serial, hidden = self.engine_cpu_s(batch, prefill_tokens)
-        if self.cpu_step_s:
-            serial = serial + self.cpu_step_s
-        return serial, hidden
 
     def calibrated(self, parts: tuple, prefill: bool, decodes: int, batch: int) -> tuple:
         """A step's (GEMMs, MoE, elementwise, LM head, all-reduce, launch) seconds with the

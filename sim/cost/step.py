@@ -285,21 +285,21 @@ class CostModel(RunPricing, DeploymentScales):
         dec_c.extend(padding)
         return self.cost(pre_q, pre_c, dec_c, cpu_batch=cpu_batch)
 
-    def engine_cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
-        """(serial, hidden) CPU seconds of the engine's loop for a step of `batch` sequences
-        (cpu_s adds a calibrated deployment's host time)."""
+    def cpu_s(self, batch: int, prefill_tokens: int) -> tuple[float, float]:
+        """(serial, hidden) CPU seconds of a step with `batch` sequences (the serial part with a
+        calibrated deployment's host time per step, sim/run/calibration.py; else + 0.0)."""
         s = self.settings
         engine = s.cpu_step_overhead_s + s.cpu_per_seq_overhead_s * batch + self.executor_s
         if s.enable_prefix_caching:
             engine += s.prefix_hash_s_per_token * prefill_tokens
         output = s.cpu_output_per_seq_s * batch
         if s.async_scheduling:
-            return s.cpu_exposed_s, engine + output
-        if s.num_scheduler_steps > 1 and prefill_tokens == 0:
-            engine /= s.num_scheduler_steps  # one schedule per multi-step window
-        if s.async_output_proc:
-            return engine, output
-        return engine + output, 0.0
+            serial, hidden = s.cpu_exposed_s, engine + output
+        else:
+            if s.num_scheduler_steps > 1 and prefill_tokens == 0:
+                engine /= s.num_scheduler_steps  # one schedule per multi-step window
+            serial, hidden = (engine, output) if s.async_output_proc else (engine + output, 0.0)
+        return serial + self.cpu_step_s, hidden
 
     def _token_costs(self, t: int, batch: int) -> tuple[float, float, float, float, float]:
         """(GEMMs, MoE, elementwise, LM head + sampler, all-reduce) seconds of a step that runs

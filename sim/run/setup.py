@@ -185,8 +185,9 @@ class Setup:
 def calibrated(cfg: SimConfig, settings, hardware: Hardware, model: ModelSpec, terms):
     """The run's calibration: `terms` given by the fit, else calibration=PATH's terms for the
     run's deployment (or the record of why none matched), else None."""
-    if terms is not None:
-        return Applied(terms, {"path": None, "deployment": "fitting", "terms": terms.as_dict()})
+    if terms is not None:  # (the record's path: none, the terms are the fit's own)
+        key = deployment_key(cfg, settings, hardware, model)
+        return Applied(terms, {"path": None, "deployment": key, "terms": terms.as_dict()})
     if not cfg.calibration:
         return None
     return apply(cfg.calibration, deployment_key(cfg, settings, hardware, model))

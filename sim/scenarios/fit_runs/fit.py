@@ -107,8 +107,8 @@ class Fit:
 class Simulations:
     """Each run simulated at a set of terms, once (results kept by run and terms)."""
 
-    def __init__(self, runs: list[Run], jobs: int | None, say: Callable[[str], None]):
-        self.runs, self.jobs, self.say = runs, jobs, say
+    def __init__(self, runs: list[Run], jobs: int | None):
+        self.runs, self.jobs = runs, jobs
         self.kept: dict[tuple, CaseResult] = {}
 
     def at(self, points: list[dict], runs: list[Run] | None = None) -> list[list[CaseResult]]:
@@ -165,12 +165,13 @@ def fit(
     from scipy.optimize import lsq_linear  # (scipy's import: only a fit pays it)
 
     started = time.perf_counter()
-    sims = Simulations(runs, jobs, say)
+    sims = Simulations(runs, jobs)
     prior = {t.name: t.prior for t in TERMS}
     spec = [TERM[n] for n in names]
     sd = np.array([t.prior_sd for t in spec])
     lo, hi = np.array([t.low for t in spec]), np.array([t.high for t in spec])
     p0 = np.array([t.prior for t in spec])
+    h = np.array([t.step for t in spec])
 
     def full(theta) -> dict:
         return prior | {n: float(v) for n, v in zip(names, theta, strict=True)}
@@ -189,7 +190,6 @@ def fit(
     A = None
     iterations = 0
     for iterations in range(1, MAX_ITER + 1):
-        h = np.array([t.step for t in spec])
         steps = np.where(theta + h > hi, -h, h)  # every term's step simulated at once (kept)
         sims.at([full(theta + steps[i] * np.eye(len(names))[i]) for i in range(len(names))])
         J = np.column_stack(
@@ -219,7 +219,7 @@ def fit(
     m, n = len(r), len(names)
     s2 = float(r @ r) / max(m - n, 1)
     cov = s2 * np.linalg.pinv(A.T @ A)
-    errors = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     span = hi - lo
     at_bound = [
         name for name, v, a, z, w in zip(names, theta, lo, hi, span, strict=True)
@@ -232,7 +232,7 @@ def fit(
         loo = [sims.at([p], [run])[0][0] for p, run in zip(points, runs, strict=True)]
         loo_terms = points
     return Fit(
-        names, full(theta), dict(zip(names, map(float, errors), strict=True)), at_bound,
+        names, full(theta), dict(zip(names, map(float, se), strict=True)), at_bound,
         before, after, loo, loo_terms, iterations, sims.count,
         time.perf_counter() - started,
     )  # fmt: skip

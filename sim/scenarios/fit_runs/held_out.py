@@ -50,7 +50,10 @@ def _order(run: Run) -> tuple:
 
 def study(runs: list[Run], jobs: int | None, asked: list[str] | None = None) -> list[Slice]:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    groups = [(d, g) for d, g in by_deployment(runs, {}) if len(g) >= MIN_RUNS]
+    unset: dict[str, int] = {}  # runs that cannot be set up (a model the catalogue lacks)
+    groups = [(d, g) for d, g in by_deployment(runs, unset) if len(g) >= MIN_RUNS]
+    for why, n in unset.items():
+        say(f"left out {n} runs: {why}")
     slices = []
     for k, (deployment, group) in enumerate(groups):
         group = sorted(group, key=_order)
@@ -62,7 +65,7 @@ def study(runs: list[Run], jobs: int | None, asked: list[str] | None = None) -> 
             say(f"skip {describe(deployment)}: {exc}")
             continue
         prior = {t.name: t.prior for t in TERMS}
-        before, after = Simulations(others, jobs, say).at([prior, result.terms])
+        before, after = Simulations(others, jobs).at([prior, result.terms])
         errs_b = [errors(r, x) for r, x in zip(others, before, strict=True)]
         errs_a = [errors(r, x) for r, x in zip(others, after, strict=True)]
         kept = [i for i in range(len(others)) if errs_b[i] is not None and errs_a[i] is not None]

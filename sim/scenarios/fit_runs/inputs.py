@@ -102,7 +102,8 @@ def read_runs(
     runs = []
     for case in cases:
         if case.error and skip is not None:
-            skip[case.error.split(":")[0]] = skip.get(case.error.split(":")[0], 0) + 1
+            why = case.error.split(":")[0]
+            skip[why] = skip.get(why, 0) + 1
             continue
         if case.error:
             raise UserError(f"run {case.id} cannot be simulated: {case.error}")
@@ -112,7 +113,8 @@ def read_runs(
             if (key := next((k for k in names if _usable(case, k)), None))
         }
         if not keys and skip is not None:
-            skip["measured none of TPOT, TTFT, throughput"] = skip.get("measured none", 0) + 1
+            why = "measured none of TPOT, TTFT, throughput"
+            skip[why] = skip.get(why, 0) + 1
             continue
         if not keys:
             raise UserError(
@@ -202,7 +204,8 @@ def by_deployment(runs: list[Run], skip=None) -> list[tuple[dict, list[Run]]]:
             key = Setup.from_config(run.case.config).deployment
         except UserError as exc:
             if skip is not None:
-                skip["cannot be set up"] = skip.get("cannot be set up", 0) + 1
+                why = f"cannot be set up: {str(exc).split(';')[0]}"
+                skip[why] = skip.get(why, 0) + 1
                 continue
             raise UserError(f"run {run.id} cannot be simulated: {exc}") from None
         groups.setdefault(json.dumps(key, sort_keys=True), (key, []))[1].append(run)
